@@ -1,0 +1,107 @@
+"""Pictures that make the course's ideas visible. Each returns a matplotlib `Figure`.
+
+Figures are created without pyplot, so a notebook shows each exactly once (as the cell's
+value) and the command line can save them without a display. Labels use API names, which
+stay in English in both languages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
+
+ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
+
+
+def cluster_jobs(cluster) -> dict[str, list[str]]:
+    """Job -> addresses from a dict, a `tf.train.ClusterSpec` or a cluster resolver."""
+    if hasattr(cluster, "cluster_spec"):
+        cluster = cluster.cluster_spec()
+    if hasattr(cluster, "as_dict"):
+        cluster = cluster.as_dict()
+    return {job: list(addresses) for job, addresses in dict(cluster).items()}
+
+
+def draw_cluster(cluster, title: str = "Parameter server cluster") -> Figure:
+    """Topology: coordinator, workers and ps as boxes, arrows for who talks to whom."""
+    jobs = cluster_jobs(cluster)
+    chief = jobs.get("chief", ["this process"])[0]
+    workers, ps = jobs.get("worker", []), jobs.get("ps", [])
+    evaluators = jobs.get("evaluator", [])
+    rows = max(len(workers), len(ps), 1)
+    fig = Figure(figsize=(9, 1.6 + 1.0 * rows + (0.8 if evaluators else 0)))
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 10)
+    bottom = -1.6 if evaluators else -0.6
+    ax.set_ylim(bottom, rows + 0.6)
+    ax.axis("off")
+    ax.set_title(title)
+
+    def column(addresses: Sequence[str]) -> list[float]:
+        gap = rows / len(addresses)
+        return [rows - gap * (i + 0.5) for i in range(len(addresses))]
+
+    chief_xy = (1.2, rows / 2)
+    worker_xy = [(5.0, y) for y in column(workers)] if workers else []
+    ps_xy = [(8.8, y) for y in column(ps)] if ps else []
+    for (x, y) in worker_xy:
+        _arrow(ax, chief_xy, (x, y), "#999999")
+        for target in ps_xy:
+            _arrow(ax, (x, y), target, ROLE_COLOURS["ps"])
+    for target in ps_xy:  # bend around the workers: upwards for upper ps, downwards for lower
+        _arrow(ax, chief_xy, target, "#bbbbbb", bend=-0.3 if target[1] >= rows / 2 else 0.3)
+    _box(ax, chief_xy, "chief (coordinator)", chief, ROLE_COLOURS["chief"])
+    for i, ((x, y), address) in enumerate(zip(worker_xy, workers)):
+        _box(ax, (x, y), f"worker {i}", address, ROLE_COLOURS["worker"])
+    for i, ((x, y), address) in enumerate(zip(ps_xy, ps)):
+        _box(ax, (x, y), f"ps {i}", address, ROLE_COLOURS["ps"])
+    for i, address in enumerate(evaluators):
+        _box(ax, (1.2 + 2.6 * i, -0.75), f"evaluator {i}", address, ROLE_COLOURS["evaluator"])
+    ax.text(
+        5.0, bottom + 0.05,
+        "grey: coordinator schedules functions on workers · green: workers read/update "
+        "variables on ps · light: coordinator creates variables on ps",
+        ha="center", va="bottom", fontsize=7.5, color="#555555",
+    )
+    fig.tight_layout()
+    return fig
+
+
+def plot_curves(
+    curves: Mapping[str, Sequence[float]], xlabel: str = "epoch", ylabel: str = "loss",
+    title: str = "",
+) -> Figure:
+    """One line per named curve, for example training and evaluation loss."""
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.add_subplot()
+    for name, values in curves.items():
+        ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> None:
+    x, y = xy
+    ax.add_patch(
+        FancyBboxPatch((x - 1.0, y - 0.32), 2.0, 0.64, boxstyle="round,pad=0.05",
+                       facecolor=colour, edgecolor="black", alpha=0.9, zorder=3)
+    )
+    ax.text(x, y + 0.08, name, ha="center", va="center", fontsize=9, weight="bold", zorder=4)
+    ax.text(x, y - 0.2, address, ha="center", va="center", fontsize=7, zorder=4)
+
+
+def _arrow(ax, start, end, colour: str, bend: float = 0.0) -> None:
+    ax.annotate(
+        "", xy=(end[0] - 1.05, end[1]), xytext=(start[0] + 1.05, start[1]),
+        arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2,
+                    "connectionstyle": f"arc3,rad={bend}"},
+        zorder=1,
+    )

@@ -1,0 +1,243 @@
+"""Building, reading and checking `TF_CONFIG`, the variable that tells a task its cluster and role.
+
+Every task of a real cluster gets the same `cluster` section and its own `task` section:
+
+    {"cluster": {"chief": ["host0:2222"], "worker": [...], "ps": [...]},
+     "task": {"type": "worker", "index": 1}}
+
+TensorFlow's own errors for a wrong `TF_CONFIG` are often a hang or a message far from the
+cause; these helpers name the problem instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+from pstutor.language import say
+
+JOBS = ("chief", "worker", "ps", "evaluator")
+LOOPBACK = "127.0.0.1"
+_HOST = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
+
+
+class TFConfigError(ValueError):
+    """A cluster description or `TF_CONFIG` that TensorFlow could not use."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TFConfig:
+    """A parsed, checked `TF_CONFIG`."""
+
+    cluster: dict[str, list[str]]
+    task_type: str
+    task_index: int
+
+    def to_dict(self) -> dict:
+        """The JSON-ready form."""
+        return {"cluster": self.cluster, "task": {"type": self.task_type, "index": self.task_index}}
+
+    def to_json(self) -> str:
+        """The string to put in the `TF_CONFIG` environment variable."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def cluster_dict(
+    num_workers: int,
+    num_ps: int = 0,
+    *,
+    chief: bool = False,
+    evaluator: bool = False,
+    hosts: Sequence[str] | None = None,
+    port: int | None = None,
+) -> dict[str, list[str]]:
+    """A cluster description with addresses: free loopback ports, or `hosts` at `port`.
+
+    Without `hosts` every task gets its own free port on 127.0.0.1 (one machine). With
+    `hosts`, tasks are laid out in order chief, workers, ps, evaluator, one per host, all
+    on `port` (default 2222), as on a real multi-machine cluster.
+    """
+    _check_count("num_workers", num_workers, minimum=1)
+    _check_count("num_ps", num_ps, minimum=0)
+    counts = {"chief": int(chief), "worker": num_workers, "ps": num_ps, "evaluator": int(evaluator)}
+    total = sum(counts.values())
+    if hosts is None:
+        import portpicker
+
+        addresses = [f"{LOOPBACK}:{portpicker.pick_unused_port()}" for _ in range(total)]
+    else:
+        if len(hosts) != total:
+            raise TFConfigError(
+                say(
+                    f"{len(hosts)} hosts given for {total} tasks; give one host per task.",
+                    f"给出了 {len(hosts)} 台主机，但有 {total} 个任务；每个任务需要一台主机。",
+                )
+            )
+        addresses = [f"{host}:{port or 2222}" for host in hosts]
+    cluster: dict[str, list[str]] = {}
+    for job, count in counts.items():
+        if count:
+            cluster[job], addresses = addresses[:count], addresses[count:]
+    validate_cluster(cluster)
+    return cluster
+
+
+def make_tf_config(cluster: Mapping[str, Sequence[str]], task_type: str, task_index: int) -> TFConfig:
+    """The `TF_CONFIG` of one task of `cluster`, checked."""
+    validate_cluster(cluster)
+    _check_task(cluster, task_type, task_index)
+    return TFConfig({job: list(cluster[job]) for job in cluster}, task_type, task_index)
+
+
+def all_tf_configs(cluster: Mapping[str, Sequence[str]]) -> list[TFConfig]:
+    """One `TF_CONFIG` per task of `cluster`, in job order."""
+    validate_cluster(cluster)
+    return [
+        make_tf_config(cluster, job, index)
+        for job in JOBS
+        for index in range(len(cluster.get(job, ())))
+    ]
+
+
+def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
+    """Read and check a `TF_CONFIG` (JSON text, a dict, or the environment variable)."""
+    if value is None:
+        value = os.environ.get("TF_CONFIG")
+        if not value:
+            raise TFConfigError(say("TF_CONFIG is not set.", "环境变量 TF_CONFIG 没有设置。"))
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise TFConfigError(
+                say(
+                    f"TF_CONFIG is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}.",
+                    f"TF_CONFIG 不是合法的 JSON：第 {err.lineno} 行第 {err.colno} 列，{err.msg}。",
+                )
+            ) from None
+    if not isinstance(value, Mapping):
+        raise TFConfigError(
+            say("TF_CONFIG must be a JSON object.", "TF_CONFIG 必须是一个 JSON 对象。")
+        )
+    for section in ("cluster", "task"):
+        if not isinstance(value.get(section), Mapping):
+            raise TFConfigError(
+                say(
+                    f"TF_CONFIG has no '{section}' section (an object).",
+                    f"TF_CONFIG 缺少 '{section}' 部分（应为一个对象）。",
+                )
+            )
+    task = value["task"]
+    if "type" not in task or "index" not in task:
+        raise TFConfigError(
+            say(
+                "TF_CONFIG's 'task' needs both 'type' and 'index', e.g. "
+                '{"type": "worker", "index": 0}.',
+                'TF_CONFIG 的 "task" 需要同时有 "type" 和 "index"，例如 {"type": "worker", "index": 0}。',
+            )
+        )
+    return make_tf_config(value["cluster"], task["type"], task["index"])
+
+
+def validate_cluster(cluster: Mapping[str, Sequence[str]]) -> None:
+    """Raise `TFConfigError` naming the first problem in a cluster description."""
+    if not isinstance(cluster, Mapping) or not cluster:
+        raise TFConfigError(
+            say("The cluster must be a non-empty mapping of job names to addresses.",
+                "集群描述必须是一个非空的映射：作业名 -> 地址列表。")
+        )
+    seen: dict[str, str] = {}
+    for job, addresses in cluster.items():
+        if job not in JOBS:
+            raise TFConfigError(
+                say(
+                    f"Unknown job name {job!r}; use one of {', '.join(JOBS)}.",
+                    f"未知的作业名 {job!r}；只能是 {', '.join(JOBS)} 之一。",
+                )
+            )
+        if isinstance(addresses, str) or not isinstance(addresses, Sequence) or not addresses:
+            raise TFConfigError(
+                say(
+                    f"Job {job!r} needs a non-empty list of 'host:port' addresses.",
+                    f"作业 {job!r} 需要一个非空的 'host:port' 地址列表。",
+                )
+            )
+        if job == "chief" and len(addresses) > 1:
+            raise TFConfigError(
+                say("A cluster has at most one chief.", "一个集群最多只能有一个 chief。")
+            )
+        for index, address in enumerate(addresses):
+            _check_address(job, index, address)
+            if address in seen:
+                raise TFConfigError(
+                    say(
+                        f"Address {address} is used twice ({seen[address]} and {job} {index}).",
+                        f"地址 {address} 被用了两次（{seen[address]} 和 {job} {index}）。",
+                    )
+                )
+            seen[address] = f"{job} {index}"
+
+
+def _check_task(cluster: Mapping[str, Sequence[str]], task_type: str, task_index: int) -> None:
+    if task_type not in JOBS:
+        raise TFConfigError(
+            say(
+                f"Unknown task type {task_type!r}; use one of {', '.join(JOBS)}.",
+                f"未知的任务类型 {task_type!r}；只能是 {', '.join(JOBS)} 之一。",
+            )
+        )
+    if task_type not in cluster:
+        raise TFConfigError(
+            say(
+                f"The task is a {task_type}, but the cluster has no {task_type!r} job.",
+                f"任务类型是 {task_type}，但集群里没有 {task_type!r} 作业。",
+            )
+        )
+    size = len(cluster[task_type])
+    if isinstance(task_index, bool) or not isinstance(task_index, int):
+        raise TFConfigError(
+            say(f"The task index must be an integer, not {task_index!r}.",
+                f"任务序号必须是整数，而不是 {task_index!r}。")
+        )
+    if not 0 <= task_index < size:
+        raise TFConfigError(
+            say(
+                f"Task index {task_index} is out of range: job {task_type!r} has {size} "
+                f"task(s), so the index must be 0..{size - 1}.",
+                f"任务序号 {task_index} 超出范围：作业 {task_type!r} 有 {size} 个任务，"
+                f"序号只能是 0..{size - 1}。",
+            )
+        )
+
+
+def _check_address(job: str, index: int, address: object) -> None:
+    host, _, port = str(address).rpartition(":")
+    ok = (
+        isinstance(address, str)
+        and "://" not in address
+        and bool(_HOST.match(host))
+        and port.isdigit()
+        and 0 < int(port) < 65536
+    )
+    if not ok:
+        raise TFConfigError(
+            say(
+                f"Malformed address for {job} {index}: {address!r}. Expected 'host:port', "
+                "e.g. '10.0.0.5:2222' (no 'grpc://' prefix, port 1-65535).",
+                f"{job} {index} 的地址格式不对：{address!r}。应为 'host:port'，"
+                "例如 '10.0.0.5:2222'（不带 'grpc://' 前缀，端口 1-65535）。",
+            )
+        )
+
+
+def _check_count(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TFConfigError(
+            say(
+                f"{name} must be an integer of at least {minimum}, not {value!r}.",
+                f"{name} 必须是不小于 {minimum} 的整数，而不是 {value!r}。",
+            )
+        )
