@@ -94,14 +94,16 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules
 
 
-def setup(verbose: bool = False, lang: str = "en") -> Environment:
+def setup(verbose: bool = False, lang: str | None = None) -> Environment:
     """Make this process ready for parameter server training; call it before `import tensorflow`.
 
     Switches `tf.keras` to Keras 2 (`tf-keras`), silences TensorFlow's logs unless
     `verbose`, lets the coordinator see failed tasks (`GRPC_FAIL_FAST`), turns on GPU memory
-    growth, and chooses the language of pstutor's messages. Calling it again is harmless.
+    growth, and chooses the language of pstutor's messages ('en' or 'zh'; None keeps the
+    current one). Calling it again is harmless.
     """
-    set_language(lang)
+    if lang is not None:
+        set_language(lang)
     _refuse_keras_3_already_imported()
     _require_tf_keras()
     os.environ.update(_ALWAYS)

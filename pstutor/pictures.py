@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
+from matplotlib.ticker import MaxNLocator
 
 ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
 
@@ -53,9 +54,9 @@ def draw_cluster(cluster, title: str = "Parameter server cluster") -> Figure:
     for target in ps_xy:  # bend around the workers: upwards for upper ps, downwards for lower
         _arrow(ax, chief_xy, target, "#bbbbbb", bend=-0.3 if target[1] >= rows / 2 else 0.3)
     _box(ax, chief_xy, "chief (coordinator)", chief, ROLE_COLOURS["chief"])
-    for i, ((x, y), address) in enumerate(zip(worker_xy, workers)):
+    for i, ((x, y), address) in enumerate(zip(worker_xy, workers, strict=True)):
         _box(ax, (x, y), f"worker {i}", address, ROLE_COLOURS["worker"])
-    for i, ((x, y), address) in enumerate(zip(ps_xy, ps)):
+    for i, ((x, y), address) in enumerate(zip(ps_xy, ps, strict=True)):
         _box(ax, (x, y), f"ps {i}", address, ROLE_COLOURS["ps"])
     for i, address in enumerate(evaluators):
         _box(ax, (1.2 + 2.6 * i, -0.75), f"evaluator {i}", address, ROLE_COLOURS["evaluator"])
@@ -78,6 +79,7 @@ def plot_curves(
     ax = fig.add_subplot()
     for name, values in curves.items():
         ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

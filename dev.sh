@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One entry point for a fresh clone: creates .venv (if missing), installs the course, runs a job.
+#   ./dev.sh demo     the main job: train on an in-process cluster, write pictures to pstutor-demo/
+#   ./dev.sh test     lint + the whole test suite (unit tests and nbval of every notebook)
+#   ./dev.sh build    regenerate and execute the notebooks from lessons/
+#   ./dev.sh doctor   check the environment
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${PSTUTOR_VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+# Reinstall only when the dependency list changed (a stamp holds pyproject.toml's hash).
+stamp="$VENV/.pstutor-installed"
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing the course into $VENV (first time: a few minutes)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "is ignored" || true
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
+  "$VENV/bin/python" -c "import pstutor, tensorflow, tf_keras, nbval" >/dev/null 2>&1 \
+    || { echo "installation failed: see the pip output above" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi
+export PATH="$PWD/$VENV/bin:$PATH"
+
+job=${1:-demo}
+[ $# -gt 0 ] && shift
+case "$job" in
+  demo)   exec pstutor demo "$@" ;;
+  doctor) exec pstutor doctor "$@" ;;
+  build)  exec pstutor build "$@" ;;
+  test)
+    ruff check .
+    exec python -m pytest "$@" ;;
+  *) echo "usage: ./dev.sh [demo|test|build|doctor] [args...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,69 @@
+"""Shared test helpers, and the process-hygiene guard: nothing the suite starts may outlive it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":  # zombies are already dead
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a kernel, server or child process started by a test is still alive."""
+    deadline = time.monotonic() + 15
+    while (left := descendants(os.getpid())) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        names = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120].decode()
+                 for pid in left if Path(f"/proc/{pid}").exists()]
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        print(f"\nprocesses left running by the suite (now killed): {names}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def run_python(code: str, *args: str, env: dict | None = None, timeout: int = 180):
+    """Run `code` in a fresh Python process (pstutor.setup() is once per process)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True,
+        timeout=timeout, env=full_env, cwd=ROOT,
+    )
+
+
+def run_pstutor(*args: str, cwd: Path = ROOT, timeout: int = 300):
+    """Run the `pstutor` command line in a fresh process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pstutor", *args], capture_output=True, text=True,
+        timeout=timeout, env=env, cwd=cwd,
+    )

@@ -1,0 +1,99 @@
+"""TF_CONFIG helpers: good configurations round-trip, every kind of bad input is named."""
+
+import json
+
+import pytest
+
+import pstutor
+from pstutor import TFConfigError, cluster_dict, make_tf_config, parse_tf_config
+
+GOOD = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"], "ps": ["10.0.0.4:2222"]}
+
+
+def test_cluster_dict_gives_free_loopback_ports_to_every_task():
+    cluster = cluster_dict(3, 2, chief=True, evaluator=True)
+    assert {job: len(a) for job, a in cluster.items()} == {"chief": 1, "worker": 3, "ps": 2, "evaluator": 1}
+    addresses = [a for job in cluster.values() for a in job]
+    assert len(set(addresses)) == 7
+    assert all(a.startswith("127.0.0.1:") for a in addresses)
+
+
+def test_cluster_dict_lays_tasks_out_on_hosts_in_job_order():
+    cluster = cluster_dict(2, 1, chief=True, hosts=["a", "b", "c", "d"], port=2000)
+    assert cluster == {"chief": ["a:2000"], "worker": ["b:2000", "c:2000"], "ps": ["d:2000"]}
+    with pytest.raises(TFConfigError, match="3 hosts given for 4 tasks"):
+        cluster_dict(2, 1, chief=True, hosts=["a", "b", "c"])
+
+
+@pytest.mark.parametrize("workers, ps", [(0, 1), (-1, 1), (2, -1), (1.5, 1), (True, 1)])
+def test_bad_counts_are_named(workers, ps):
+    with pytest.raises(TFConfigError, match="must be an integer of at least"):
+        cluster_dict(workers, ps)
+
+
+def test_round_trip_through_json_and_the_environment(monkeypatch):
+    config = make_tf_config(GOOD, "worker", 1)
+    assert json.loads(config.to_json()) == {"cluster": GOOD, "task": {"type": "worker", "index": 1}}
+    assert parse_tf_config(config.to_json()) == config
+    assert parse_tf_config(config.to_dict()) == config
+    monkeypatch.setenv("TF_CONFIG", config.to_json())
+    assert parse_tf_config() == config
+
+
+def test_all_tf_configs_share_the_cluster_and_differ_in_task():
+    configs = pstutor.all_tf_configs(GOOD)
+    assert [(c.task_type, c.task_index) for c in configs] == [
+        ("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
+    assert all(c.cluster == GOOD for c in configs)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}', "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"cluster": {"worker": ["h:1"]}}', "no 'task' section"),
+        ('{"task": {"type": "worker", "index": 0}}', "no 'cluster' section"),
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker"}}', "needs both 'type' and 'index'"),
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}', "out of range"),
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": -1}}', "out of range"),
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": "0"}}', "must be an integer"),
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "ps", "index": 0}}', "no 'ps' job"),
+        ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "master", "index": 0}}', "Unknown task type"),
+        ('{"cluster": {"workers": ["h:1"]}, "task": {"type": "worker", "index": 0}}', "Unknown job name"),
+        ('{"cluster": {"worker": ["grpc://h:1"]}, "task": {"type": "worker", "index": 0}}', "Malformed"),
+        ('{"cluster": {"worker": ["h"]}, "task": {"type": "worker", "index": 0}}', "Malformed"),
+        ('{"cluster": {"worker": ["h:70000"]}, "task": {"type": "worker", "index": 0}}', "Malformed"),
+        ('{"cluster": {"worker": [":80"]}, "task": {"type": "worker", "index": 0}}', "Malformed"),
+        ('{"cluster": {"worker": "h:1"}, "task": {"type": "worker", "index": 0}}', "non-empty list"),
+        ('{"cluster": {"worker": ["h:1", "h:1"]}, "task": {"type": "worker", "index": 0}}', "used twice"),
+        ('{"cluster": {"chief": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}}',
+         "at most one chief"),
+        ('{"cluster": {}, "task": {"type": "worker", "index": 0}}', "non-empty mapping"),
+    ],
+)
+def test_bad_tf_config_names_the_problem(value, message):
+    with pytest.raises(TFConfigError, match=message):
+        parse_tf_config(value)
+
+
+def test_unset_tf_config_is_reported(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(TFConfigError, match="not set"):
+        parse_tf_config()
+
+
+def test_ipv6_and_hostnames_are_accepted():
+    cluster = {"worker": ["[::1]:2222", "worker-0.training.svc:2222"]}
+    assert make_tf_config(cluster, "worker", 1).task_index == 1
+
+
+def test_errors_speak_the_chosen_language():
+    pstutor.set_language("zh")
+    try:
+        with pytest.raises(TFConfigError, match="超出范围"):
+            parse_tf_config({"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 3}})
+    finally:
+        pstutor.set_language("en")
+    with pytest.raises(ValueError, match="lang"):
+        pstutor.set_language("fr")
