@@ -31,11 +31,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     findings = check_packages()
     if all(f.ok is not False for f in findings):
-        if args.verbose:
-            from pstutor.environment import setup
-
-            setup(verbose=True, lang=args.lang)
-        findings += check_runtime()
+        findings += check_runtime(verbose=args.verbose)
     print(report(findings))
     failed = [f for f in findings if f.ok is False]
     print()

@@ -33,8 +33,11 @@ def worker_config(num_workers: int):
 def in_process_cluster(num_workers: int = 3, num_ps: int = 2):
     """Start (once) `num_workers` workers and `num_ps` ps in this process; return the resolver.
 
-    Addresses are on the loopback interface, ports are free ones. Calling it again with the
-    same shape returns the running cluster; a different shape starts a new one and says so.
+    Tasks address each other at 127.0.0.1 on free ports, so no traffic leaves the machine.
+    (TensorFlow's gRPC server itself always listens on every interface: its bind address,
+    0.0.0.0, is hard-coded in grpc_server_lib.cc and cannot be configured from Python.)
+    Calling it again with the same shape returns the running cluster; a different shape
+    starts a new one and says so.
     """
     import tensorflow as tf
 

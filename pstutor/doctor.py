@@ -67,12 +67,12 @@ def check_packages() -> list[Finding]:
     return found
 
 
-def check_runtime() -> list[Finding]:
+def check_runtime(verbose: bool = False) -> list[Finding]:
     """Keras 2 active, and a one-worker, one-ps cluster that really trains one step."""
     from pstutor.environment import setup
 
     try:
-        env = setup()
+        env = setup(verbose=verbose)
     except Exception as err:  # the message says what to do; report it, do not crash
         return [Finding("pstutor.setup()", False, str(err).splitlines()[0], str(err))]
     import tensorflow as tf

@@ -59,3 +59,9 @@ def test_doctor_names_each_broken_package_and_its_fix(monkeypatch):
     assert {f.name: f for f in doctor.check_packages()}["tensorflow"].ok is None  # untested: a warning
     text = doctor.report(list(findings.values()))
     assert "✗ tf-keras" in text and "→ pip install 'tf-keras==2.21.*'" in text
+
+
+def test_doctor_verbose_shows_tensorflow_logs():
+    result = run_pstutor("doctor", "--verbose")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Started server with target" in result.stderr
