@@ -5,7 +5,7 @@ Keras 2 first. Everything that needs TensorFlow imports it when called.
 """
 
 from pstutor.clusters import in_process_cluster, worker_config
-from pstutor.data import toy_classification
+from pstutor.data import toy_classification, toy_words
 from pstutor.environment import (
     DependencyError,
     Environment,
@@ -14,7 +14,14 @@ from pstutor.environment import (
     setup,
 )
 from pstutor.language import current_language, say, set_language
-from pstutor.pictures import draw_cluster, plot_curves
+from pstutor.pictures import (
+    draw_cluster,
+    draw_shards,
+    draw_timeline,
+    plot_curves,
+    read_scalars,
+    shard_rows,
+)
 from pstutor.tf_config import (
     TFConfig,
     TFConfigError,
@@ -24,6 +31,7 @@ from pstutor.tf_config import (
     parse_tf_config,
     validate_cluster,
 )
+from pstutor.timeline import Step, TimelineRecorder
 
 __version__ = "0.1.0"
 
@@ -31,21 +39,28 @@ __all__ = [
     "DependencyError",
     "Environment",
     "KerasVersionError",
+    "Step",
     "TFConfig",
     "TFConfigError",
+    "TimelineRecorder",
     "all_tf_configs",
     "cluster_dict",
     "current_language",
     "draw_cluster",
+    "draw_shards",
+    "draw_timeline",
     "in_colab",
     "in_process_cluster",
     "make_tf_config",
     "parse_tf_config",
     "plot_curves",
+    "read_scalars",
     "say",
     "set_language",
     "setup",
+    "shard_rows",
     "toy_classification",
+    "toy_words",
     "validate_cluster",
     "worker_config",
 ]

@@ -8,6 +8,7 @@ stay in English in both languages.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
@@ -107,3 +108,92 @@ def _arrow(ax, start, end, colour: str, bend: float = 0.0) -> None:
                     "connectionstyle": f"arc3,rad={bend}"},
         zorder=1,
     )
+
+
+def shard_rows(variables) -> list[dict]:
+    """One row per shard: variable, shard index, shape, device, bytes (plain variables: 1 row)."""
+    rows = []
+    for variable in variables:
+        shards = getattr(variable, "variables", [variable])
+        name = shards[0].name.split(":")[0].split("/part_")[0]  # "emb/part_0:0" -> "emb"
+        for index, shard in enumerate(shards):
+            rows.append({
+                "variable": name,
+                "shard": index,
+                "shape": tuple(shard.shape.as_list()),
+                "device": shard.device,
+                "bytes": shard.shape.num_elements() * shard.dtype.size,
+            })
+    return rows
+
+
+def draw_shards(variables, title: str = "Where the shards live") -> Figure:
+    """Stacked bars: bytes held by each ps task, one colour per variable."""
+    rows = shard_rows(variables)
+    tasks = sorted({_ps_task(r["device"]) for r in rows})
+    names = list(dict.fromkeys(r["variable"] for r in rows))
+    fig = Figure(figsize=(6, 1.2 + 0.6 * len(tasks)))
+    ax = fig.add_subplot()
+    left = dict.fromkeys(tasks, 0.0)
+    for colour, name in zip(_palette(len(names)), names, strict=True):
+        label = name  # only the first bar of a variable goes into the legend
+        for task in tasks:
+            size = sum(r["bytes"] for r in rows
+                       if r["variable"] == name and _ps_task(r["device"]) == task)
+            if size:
+                ax.barh(f"ps {task}", size / 1024, left=left[task] / 1024, color=colour,
+                        edgecolor="white", label=label)
+                left[task] += size
+                label = None
+    ax.invert_yaxis()
+    ax.set_xlabel("KiB")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def draw_timeline(steps, title: str = "Which worker ran which step") -> Figure:
+    """Gantt chart: one row per worker, one bar per step from its start to its end."""
+    workers = sorted({s.worker for s in steps})
+    fig = Figure(figsize=(8, 1.0 + 0.55 * max(len(workers), 1)))
+    ax = fig.add_subplot()
+    colours = _palette(len(workers))
+    for step in steps:
+        colour = colours[workers.index(step.worker)]
+        ax.barh(f"worker {step.worker}", step.end - step.start, left=step.start, color=colour,
+                edgecolor="black", linewidth=0.5)
+        if len(steps) <= 40:
+            ax.text((step.start + step.end) / 2, f"worker {step.worker}", str(step.step),
+                    ha="center", va="center", fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first step started")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def read_scalars(logdir: str | Path, tag: str = "epoch_loss") -> list[tuple[int, float]]:
+    """(step, value) pairs of one scalar from TensorBoard event files under `logdir`."""
+    import tensorflow as tf
+
+    points = []
+    for path in sorted(Path(logdir).rglob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    number = value.simple_value if value.HasField("simple_value") else float(
+                        tf.make_ndarray(value.tensor))
+                    points.append((int(event.step), float(number)))
+    return sorted(points)
+
+
+def _ps_task(device: str) -> int:
+    part = next((p for p in device.split("/") if p.startswith("task:")), "task:0")
+    return int(part.split(":")[1])
+
+
+def _palette(count: int) -> list[str]:
+    base = ["#5b8e7d", "#f4a259", "#8cb369", "#bc4b51", "#4c72b0", "#8172b2", "#937860"]
+    return [base[i % len(base)] for i in range(count)]
