@@ -48,6 +48,43 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_up(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from pstutor.local_cluster import LocalCluster
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a plain `kill` also cleans up
+    print(say(f"starting {args.workers} workers and {args.ps} ps as local processes ...",
+              f"正在以本地进程启动 {args.workers} 个工作进程和 {args.ps} 个参数服务器……"),
+          flush=True)
+    with LocalCluster(args.workers, args.ps) as cluster:
+        for job, index in cluster.tasks:
+            print(f"  {job} {index}  {cluster.address(job, index)}")
+        print(say("Coordinator (chief) TF_CONFIG — export it in the program that trains:",
+                  "协调器（chief）的 TF_CONFIG，请在训练程序中设置："))
+        print(f"export TF_CONFIG='{cluster.tf_config('chief', 0)}'")
+        print(say("Running; press Ctrl-C to stop.", "运行中；按 Ctrl-C 停止。"), flush=True)
+        try:
+            while all(cluster.alive(*task) for task in cluster.tasks):
+                time.sleep(0.5)
+            print(say("A task exited; stopping the cluster.", "有任务退出，正在停止集群。"))
+            return 1
+        except KeyboardInterrupt:
+            print(say("stopping ...", "正在停止……"))
+    return 0
+
+
+def _launch_files(args: argparse.Namespace) -> int:
+    from pstutor.launch_files import write_launch_files
+
+    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
+    for path in write_launch_files(args.out, hosts, args.workers, args.ps, port=args.port,
+                                   program=args.program, image=args.image):
+        print(say("wrote", "已写入"), path)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
     main = argparse.ArgumentParser(
@@ -74,6 +111,23 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--no-execute", action="store_true",
                        help="only regenerate the cells; stored outputs are dropped")
     build.set_defaults(run=_build)
+    cluster = commands.add_parser("cluster", help="local clusters of real processes, launch files")
+    actions = cluster.add_subparsers(dest="action", required=True)
+    up = actions.add_parser("up", help="run workers and ps as local processes until Ctrl-C")
+    up.add_argument("--workers", type=_positive, default=2)
+    up.add_argument("--ps", type=_positive, default=1)
+    up.set_defaults(run=_cluster_up)
+    files = actions.add_parser("launch-files", help="start scripts and a Kubernetes manifest")
+    files.add_argument("--hosts", required=True,
+                       help="comma-separated, one per task: chief, workers, then ps")
+    files.add_argument("--workers", type=_positive, default=2)
+    files.add_argument("--ps", type=_positive, default=1)
+    files.add_argument("--port", type=_positive, default=2222)
+    files.add_argument("--program", default="train.py", help="what the chief runs")
+    files.add_argument("--image", default="tensorflow/tensorflow:2.21.0",
+                       help="container image for Kubernetes")
+    files.add_argument("--out", type=Path, default=Path("launch"))
+    files.set_defaults(run=_launch_files)
     return main
 
 
@@ -88,7 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `pstutor` command."""
     args = parser().parse_args(argv)
     set_language(args.lang)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (ValueError, RuntimeError) as err:  # bad input or a cluster that failed: say why
+        from pstutor.local_cluster import ClusterStartError
+        from pstutor.tf_config import TFConfigError
+
+        if not isinstance(err, TFConfigError | ClusterStartError):
+            raise
+        print(f"pstutor: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -116,6 +116,7 @@ def setup(verbose: bool = False, lang: str | None = None) -> Environment:
     _configure_python_logging(tf, verbose)
     _check_tf_keras_is_active(tf)
     devices = _prepare_devices(tf, quiet=not verbose)
+    _show_figures_inline()
     return Environment(
         python=platform.python_version(),
         tensorflow=tf.__version__,
@@ -124,6 +125,22 @@ def setup(verbose: bool = False, lang: str | None = None) -> Environment:
         colab=in_colab(),
         verbose=verbose,
     )
+
+
+def _show_figures_inline() -> None:
+    """In a notebook, display a returned matplotlib `Figure` as a PNG image.
+
+    pstutor's pictures are built without pyplot (so each shows exactly once); without
+    pyplot, IPython has no image formatter for figures until it is registered here.
+    """
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import select_figure_formats
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        select_figure_formats(shell, {"png"})
 
 
 def _refuse_keras_3_already_imported() -> None:

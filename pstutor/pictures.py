@@ -132,7 +132,7 @@ def draw_shards(variables, title: str = "Where the shards live") -> Figure:
     rows = shard_rows(variables)
     tasks = sorted({_ps_task(r["device"]) for r in rows})
     names = list(dict.fromkeys(r["variable"] for r in rows))
-    fig = Figure(figsize=(6, 1.2 + 0.6 * len(tasks)))
+    fig = Figure(figsize=(7, 1.4 + 0.6 * len(tasks)))
     ax = fig.add_subplot()
     left = dict.fromkeys(tasks, 0.0)
     for colour, name in zip(_palette(len(names)), names, strict=True):
@@ -148,7 +148,7 @@ def draw_shards(variables, title: str = "Where the shards live") -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("KiB")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="variable")
     fig.tight_layout()
     return fig
 

@@ -1,33 +1,59 @@
 """The timeline recorder: which worker ran which training step, and when.
 
 Parameter server training is asynchronous: steps are queued on the coordinator and run on
-whichever worker is free. To make that visible, a step function stamps the time when it
-starts and ends, and the index of the worker running it; the coordinator keeps the
-`RemoteValue`s and fetches them after `join()`. Recording adds two `tf.timestamp` ops and
-one small tensor per step (see benchmarks/timeline_overhead.py for the cost).
+whichever worker is free. To make that visible, a step function stamps its start and end
+time and the index of the worker running it into one row of a small table. Each worker
+keeps its own table, in its own memory (`tf.Variable(..., per_worker_variable=True)`), so
+the stamp costs no network round trip; the coordinator reads the tables once, after
+`join()`. No extra outputs and no per-step fetches: this keeps the cost within a few
+percent (benchmarks/timeline_overhead.py measures it). A step that ran twice (retried on
+another worker after a failure) appears in two workers' tables, once each.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from pstutor.language import say
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, order=True)
 class Step:
-    """One executed step: its number, the worker that ran it, start/end in seconds, result."""
+    """One executed step: its number in order of starting, its worker, start and end (s)."""
 
     step: int
     worker: int
     start: float
     end: float
-    result: object = None
 
 
 class TimelineRecorder:
-    """Stamps steps inside the step function; collects them on the coordinator."""
+    """Per-worker tables of (start, end) per step, read by the coordinator after `join()`.
 
-    def __init__(self) -> None:
-        self._scheduled: list[object] = []
+    Create it after the strategy and its `ClusterCoordinator`. In the step function call
+    `start = recorder.begin()` first and `recorder.end(start, loss)` last; nothing changes
+    on the coordinator side. After `join()`, `recorder.steps()` gives the records. Each
+    worker records up to `capacity` steps; `recorder.dropped` counts any beyond that (the
+    last row then holds the latest step).
+    """
+
+    def __init__(self, strategy, capacity: int = 10_000) -> None:
+        import tensorflow as tf
+
+        if getattr(strategy, "_cluster_coordinator", None) is None:
+            raise RuntimeError(say(
+                "Create the ClusterCoordinator before the TimelineRecorder: "
+                "coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)",
+                "请先创建 ClusterCoordinator，再创建 TimelineRecorder："
+                "coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)"))
+        self.capacity = capacity
+        with strategy.scope():  # one table and one row counter in each worker's own memory
+            self._table = tf.Variable(tf.zeros([capacity, 2], tf.float64), trainable=False,
+                                      name="timeline", per_worker_variable=True)
+            self._rows = tf.Variable(tf.zeros([], tf.int64), trainable=False,
+                                     name="timeline_rows", per_worker_variable=True)
+        self.dropped = 0
+        self._traced = False  # set when a step function using end() is traced
 
     @staticmethod
     def begin():
@@ -36,34 +62,31 @@ class TimelineRecorder:
 
         return tf.timestamp()
 
-    @staticmethod
-    def end(start, result) -> dict:
-        """Call last in the step function and return its value: `result` plus the stamps."""
+    def end(self, start, *after) -> None:
+        """Call last in the step function: stamp the end, after `after` has been computed."""
         import tensorflow as tf
 
-        with tf.control_dependencies(tf.nest.flatten(result)):  # end after the work is done
+        self._traced = True
+        with tf.control_dependencies(tf.nest.flatten(after)):  # end after the work is done
             finished = tf.timestamp()
-        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
-        return {"result": result, "worker": worker, "start": start, "end": finished}
-
-    def track(self, remote_value):
-        """Keep the `RemoteValue` that `schedule` returned; gives it back unchanged."""
-        self._scheduled.append(remote_value)
-        return remote_value
+        # Past `capacity` the last row is overwritten (and counted as dropped by steps()).
+        row = tf.minimum(self._rows.assign_add(1) - 1, self.capacity - 1)
+        self._table.scatter_nd_update(tf.reshape(row, [1, 1]), tf.stack([start, finished])[None, :])
 
     def steps(self) -> list[Step]:
-        """Fetch every tracked step (call after `join()`); times start at 0 for the first."""
-        fetched = [value.fetch() for value in self._scheduled]
-        if not fetched:
+        """Every recorded step (call after `join()`), numbered in order of starting; times from 0."""
+        if not self._traced:  # no step function has used the recorder yet
             return []
-        origin = min(float(f["start"]) for f in fetched)
-        return [
-            Step(i, int(f["worker"]), float(f["start"]) - origin, float(f["end"]) - origin,
-                 _plain(f["result"]))
-            for i, f in enumerate(fetched)
-        ]
-
-
-def _plain(value):
-    """numpy scalars -> Python numbers, so results print cleanly."""
-    return value.item() if hasattr(value, "item") and getattr(value, "size", 2) == 1 else value
+        counts = [int(c.numpy()) for c in self._rows.read_all()]
+        tables = [t.numpy() for t in self._table.read_all()]
+        self.dropped = sum(max(0, n - self.capacity) for n in counts)
+        rows = sorted(
+            (float(table[i, 0]), float(table[i, 1]), worker)
+            for worker, (table, count) in enumerate(zip(tables, counts, strict=True))
+            for i in range(min(count, self.capacity))
+        )
+        if not rows:
+            return []
+        origin = rows[0][0]
+        return [Step(n, worker, start - origin, end - origin)
+                for n, (start, end, worker) in enumerate(rows)]

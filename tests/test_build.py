@@ -54,6 +54,9 @@ def test_committed_notebook_is_canonical_json_with_outputs(lesson, lang):
     assert any(c["outputs"] for c in code)
     for cell in code:
         assert all(o["output_type"] != "error" for o in cell["outputs"]), cell["source"]
+        for output in cell["outputs"]:
+            if "".join(output.get("data", {}).get("text/plain", "")).startswith("<Figure size"):
+                assert "image/png" in output["data"], "a picture must be stored as an image"
     assert notebook["metadata"]["kernelspec"]["name"] == "python3"
 
 
