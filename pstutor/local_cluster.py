@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -117,6 +119,7 @@ class LocalCluster:
 
     def close(self) -> None:
         """Stop every task: SIGTERM, then SIGKILL for any that lingers. Safe to call twice."""
+        self._stop_coordinators()
         for process in self._processes.values():
             if process.poll() is None:
                 process.terminate()
@@ -128,6 +131,29 @@ class LocalCluster:
                 process.kill()
                 process.wait()
         _LIVE.discard(self)
+
+    def _stop_coordinators(self) -> None:
+        """Stop the `ClusterCoordinator`s that use this cluster, while its tasks still answer.
+
+        Once every worker is gone, TensorFlow's failure handler waits for them to come back
+        while holding a lock that the coordinator's destructor needs: without this, the
+        process would hang when it exits. The coordinators are unusable afterwards.
+        """
+        module = sys.modules.get("tensorflow.python.distribute.coordinator.cluster_coordinator")
+        if module is None or not self._processes:
+            return
+        ours = set(self.cluster.get("worker", []))
+        for obj in gc.get_objects():
+            if not isinstance(obj, module.ClusterCoordinator) or "_cluster" not in vars(obj):
+                continue
+            resolver = getattr(obj.strategy, "_cluster_resolver", None)
+            if resolver is None or set(resolver.cluster_spec().as_dict().get("worker", [])) != ours:
+                continue
+            cluster = obj._cluster
+            stopper = threading.Thread(target=cluster.stop, daemon=True)
+            stopper.start()
+            stopper.join(timeout=5)  # blocks only if a worker was killed and never restarted
+            cluster.stop = lambda: None  # the destructor must not wait on that lock again
 
     def log(self, task_type: str, task_index: int, lines: int = 20) -> str:
         """The last lines a task printed."""

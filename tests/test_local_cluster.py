@@ -1,0 +1,245 @@
+"""Local clusters of real processes: they train, survive a killed worker, and never leave orphans."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from conftest import ROOT, run_pstutor, run_python
+
+from pstutor import TFConfigError
+from pstutor.launch_files import write_launch_files
+from pstutor.local_cluster import LocalCluster
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pids, seconds=15.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (left := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+TRAIN = """
+import json, pstutor
+pstutor.setup()
+import tensorflow as tf
+from pstutor.local_cluster import LocalCluster
+report = {}
+with LocalCluster(2, 1) as cluster:
+    report["pids"] = cluster.pids()
+    strategy = tf.distribute.ParameterServerStrategy(cluster.resolver())
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        total = tf.Variable(0.0)
+
+    @tf.function
+    def step():
+        return strategy.run(lambda: total.assign_add(1.0))
+
+    for _ in range(10):
+        coordinator.schedule(step)
+    coordinator.join()
+    report["before"] = float(total.numpy())
+    cluster.kill("worker", 1)
+    report["killed_alive"] = cluster.alive("worker", 1)
+    for _ in range(10):
+        coordinator.schedule(step)
+    coordinator.join()
+    report["after_kill"] = float(total.numpy())
+    cluster.restart("worker", 1)
+    report["restarted_alive"] = cluster.alive("worker", 1)
+    for _ in range(10):
+        coordinator.schedule(step)
+    coordinator.join()
+    report["after_restart"] = float(total.numpy())
+    report["all_pids"] = cluster.pids()
+print(json.dumps(report))
+"""
+
+
+def test_a_local_cluster_trains_survives_a_killed_worker_and_cleans_up():
+    result = run_python(TRAIN, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert len(report["pids"]) == 3
+    assert report["before"] == 10.0
+    assert report["killed_alive"] is False
+    assert report["after_kill"] == 20.0  # the killed worker's closures ran elsewhere
+    assert report["restarted_alive"] is True
+    assert report["after_restart"] == 30.0
+    assert _wait_gone(report["all_pids"]) == []
+
+
+def test_killing_the_parent_outright_leaves_no_task_running(tmp_path):
+    script = (
+        "import time\nfrom pstutor.local_cluster import LocalCluster\n"
+        "cluster = LocalCluster(1, 1).start()\n"
+        "print(' '.join(map(str, cluster.pids())), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert _wait_gone(pids) == [], "task processes outlived their parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def test_an_exception_in_the_with_block_still_stops_every_task():
+    result = run_python(
+        "from pstutor.local_cluster import LocalCluster\n"
+        "try:\n"
+        "    with LocalCluster(1, 1) as cluster:\n"
+        "        print(' '.join(map(str, cluster.pids())), flush=True)\n"
+        "        raise KeyError('boom')\n"
+        "except KeyError:\n"
+        "    pass\n", timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert _wait_gone([int(p) for p in result.stdout.split()]) == []
+
+
+def test_ports_in_use_are_refused_before_anything_starts():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        cluster = {"chief": ["127.0.0.1:1"], "worker": [f"127.0.0.1:{port}"], "ps": ["127.0.0.1:2"]}
+        cluster["chief"] = [f"127.0.0.1:{_free_port()}"]
+        cluster["ps"] = [f"127.0.0.1:{_free_port()}"]
+        local = LocalCluster(cluster=cluster)
+        with pytest.raises(RuntimeError, match=f"already in use: 127.0.0.1:{port}"):
+            local.start()
+        assert local.pids() == []
+
+
+def test_a_task_that_crashes_at_start_is_named_with_its_log_and_the_rest_are_stopped(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(
+        "import json, os, sys\n"
+        "config = json.loads(os.environ.get('TF_CONFIG', '{}'))\n"
+        "if config.get('task', {}).get('type') == 'ps':\n"
+        "    sys.exit('simulated crash of the ps at start-up')\n")
+    result = run_python(
+        "from pstutor.local_cluster import LocalCluster, ClusterStartError\n"
+        "cluster = LocalCluster(2, 1)\n"
+        "try:\n"
+        "    cluster.start()\n"
+        "except ClusterStartError as err:\n"
+        "    print(err)\n"
+        "print('left:', cluster.pids())\n",
+        env={"PYTHONPATH": str(tmp_path)}, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "ps 0 (127.0.0.1:" in result.stdout and "exited with code 1" in result.stdout
+    assert "simulated crash of the ps at start-up" in result.stdout
+    assert "left: []" in result.stdout
+
+
+def test_bad_tasks_and_shapes_are_named():
+    cluster = LocalCluster(2, 1)
+    with pytest.raises(TFConfigError, match="No task worker 5"):
+        cluster.kill("worker", 5)
+    with pytest.raises(TFConfigError, match="No task evaluator 0"):
+        cluster.restart("evaluator", 0)
+    with pytest.raises(TFConfigError, match="at least 1"):
+        LocalCluster(0, 1)
+    with pytest.raises(TFConfigError, match="needs a chief"):
+        LocalCluster(cluster={"worker": ["127.0.0.1:5000"]})
+    assert json.loads(cluster.tf_config("worker", 1))["task"] == {"type": "worker", "index": 1}
+
+
+def test_cluster_up_runs_until_interrupted_and_stops_its_tasks():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
+    process = subprocess.Popen([sys.executable, "-m", "pstutor", "cluster", "up", "--workers", "1",
+                                "--ps", "1"], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    lines = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if "Ctrl-C" in line:
+                break
+        text = "".join(lines)
+        assert "export TF_CONFIG='" in text
+        config = json.loads(text.split("export TF_CONFIG='")[1].split("'")[0])
+        assert config["task"] == {"type": "chief", "index": 0}
+        assert set(config["cluster"]) == {"chief", "worker", "ps"}
+        children = _children(process.pid)
+        assert len(children) == 2
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        assert _wait_gone(children) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_launch_files_agree_with_each_other(tmp_path):
+    hosts = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+    paths = write_launch_files(tmp_path, hosts, num_workers=2, num_ps=1, port=2222)
+    scripts = sorted(p.name for p in paths if p.suffix == ".sh")
+    assert scripts == ["start-chief-0.sh", "start-ps-0.sh", "start-worker-0.sh", "start-worker-1.sh"]
+    for path in paths:
+        if path.suffix == ".sh":
+            assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+            assert os.access(path, os.X_OK)
+    worker = (tmp_path / "start-worker-1.sh").read_text()
+    config = json.loads(worker.split("export TF_CONFIG=")[1].splitlines()[0].strip("'"))
+    assert config["task"] == {"type": "worker", "index": 1}
+    assert config["cluster"]["worker"] == ["10.0.0.2:2222", "10.0.0.3:2222"]
+    assert "pstutor.task_server" in worker
+    assert "python train.py" in (tmp_path / "start-chief-0.sh").read_text()
+
+    documents = list(yaml.safe_load_all((tmp_path / "kubernetes.yaml").read_text()))
+    services = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"}
+    jobs = [d for d in documents if d["kind"] == "Job"]
+    assert len(services) == len(jobs) == 4
+    for job in jobs:
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        config = json.loads(env["TF_CONFIG"])
+        me = f"pstutor-{config['task']['type']}-{config['task']['index']}"
+        assert job["metadata"]["name"] == me
+        assert services[me]["spec"]["selector"] == job["spec"]["template"]["metadata"]["labels"]
+        for addresses in config["cluster"].values():
+            for address in addresses:
+                name, port = address.rsplit(":", 1)
+                assert name in services, f"{address} has no Service"
+                assert services[name]["spec"]["ports"][0]["port"] == int(port)
+
+
+def test_launch_files_command_rejects_a_wrong_number_of_hosts(tmp_path):
+    result = run_pstutor("cluster", "launch-files", "--hosts", "a,b", "--workers", "2", "--ps", "1",
+                         "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert "2 hosts given for 4 tasks" in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    from conftest import descendants
+
+    return [p for p in descendants(pid) if "task_server" in open(f"/proc/{p}/cmdline").read()]
