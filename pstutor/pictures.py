@@ -153,8 +153,14 @@ def draw_shards(variables, title: str = "Where the shards live") -> Figure:
     return fig
 
 
-def draw_timeline(steps, title: str = "Which worker ran which step") -> Figure:
-    """Gantt chart: one row per worker, one bar per step from its start to its end."""
+def draw_timeline(
+    steps, title: str = "Which worker ran which step", marks: Mapping[str, float] | None = None,
+) -> Figure:
+    """Gantt chart: one row per worker, one bar per step from its start to its end.
+
+    `marks` names moments (seconds on the same clock as the steps), e.g. when a worker
+    was killed; each is drawn as a labelled vertical line.
+    """
     workers = sorted({s.worker for s in steps})
     fig = Figure(figsize=(8, 1.0 + 0.55 * max(len(workers), 1)))
     ax = fig.add_subplot()
@@ -167,6 +173,11 @@ def draw_timeline(steps, title: str = "Which worker ran which step") -> Figure:
             ax.text((step.start + step.end) / 2, f"worker {step.worker}", str(step.step),
                     ha="center", va="center", fontsize=7)
     ax.invert_yaxis()
+    for (label, moment), colour in zip((marks or {}).items(), ("#bc4b51", "#4c72b0", "#8172b2"),
+                                       strict=False):
+        ax.axvline(moment, color=colour, linestyle="--", linewidth=1.2)
+        ax.annotate(label, (moment, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                    va="top", ha="right", fontsize=8, color=colour)
     ax.set_xlabel("seconds since the first step started")
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)

@@ -57,8 +57,8 @@ def cluster_dict(
     """A cluster description with addresses: free loopback ports, or `hosts` at `port`.
 
     Without `hosts` every task gets its own free port on 127.0.0.1 (one machine). With
-    `hosts`, tasks are laid out in order chief, workers, ps, evaluator, one per host, all
-    on `port` (default 2222), as on a real multi-machine cluster.
+    `hosts`, tasks are laid out in order chief, workers, ps, evaluator, one per host, on
+    `port` (default 2222) unless a host is given as 'host:port', as on a real cluster.
     """
     _check_count("num_workers", num_workers, minimum=1)
     _check_count("num_ps", num_ps, minimum=0)
@@ -76,7 +76,8 @@ def cluster_dict(
                     f"给出了 {len(hosts)} 台主机，但有 {total} 个任务；每个任务需要一台主机。",
                 )
             )
-        addresses = [f"{host}:{port or 2222}" for host in hosts]
+        addresses = [host if re.fullmatch(r".+:\d+", host) else f"{host}:{port or 2222}"
+                     for host in hosts]
     cluster: dict[str, list[str]] = {}
     for job, count in counts.items():
         if count:

@@ -53,6 +53,7 @@ class TimelineRecorder:
             self._rows = tf.Variable(tf.zeros([], tf.int64), trainable=False,
                                      name="timeline_rows", per_worker_variable=True)
         self.dropped = 0
+        self.origin = 0.0  # absolute time (epoch seconds) that the steps' times count from
         self._traced = False  # set when a step function using end() is traced
 
     @staticmethod
@@ -87,6 +88,6 @@ class TimelineRecorder:
         )
         if not rows:
             return []
-        origin = rows[0][0]
+        origin = self.origin = rows[0][0]
         return [Step(n, worker, start - origin, end - origin)
                 for n, (start, end, worker) in enumerate(rows)]

@@ -53,3 +53,13 @@ def test_toy_data_is_deterministic_and_balanced_enough():
     assert (x1 == x2).all() and (y1 == y2).all()
     assert x1.shape == (500, 4) and x1.dtype == "float32"
     assert 0.3 < y1.mean() < 0.7
+
+
+def test_draw_timeline_marks_named_moments():
+    steps = [pstutor.Step(0, 0, 0.0, 0.1), pstutor.Step(1, 1, 0.05, 0.2), pstutor.Step(2, 0, 0.1, 0.3)]
+    fig = pstutor.draw_timeline(steps, marks={"worker 1 killed": 0.12})
+    ax = fig.axes[0]
+    assert len(ax.patches) == 3
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 0", "worker 1"]
+    assert list(ax.lines[0].get_xdata()) == [0.12, 0.12]
+    assert "worker 1 killed" in [t.get_text() for t in ax.texts]

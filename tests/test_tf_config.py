@@ -97,3 +97,8 @@ def test_errors_speak_the_chosen_language():
         pstutor.set_language("en")
     with pytest.raises(ValueError, match="lang"):
         pstutor.set_language("fr")
+
+
+def test_hosts_may_carry_their_own_ports():
+    cluster = cluster_dict(1, 1, chief=True, hosts=["127.0.0.1:5001", "127.0.0.1:5002", "db"], port=7)
+    assert cluster == {"chief": ["127.0.0.1:5001"], "worker": ["127.0.0.1:5002"], "ps": ["db:7"]}
