@@ -50,9 +50,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def clean_env() -> dict[str, str]:
+    """This environment without TensorFlow's and gRPC's variables, like a fresh shell."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
+
+
 def run_python(code: str, *args: str, env: dict | None = None, timeout: int = 180):
     """Run `code` in a fresh Python process (pstutor.setup() is once per process)."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
+    full_env = clean_env()
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True,
@@ -62,8 +67,7 @@ def run_python(code: str, *args: str, env: dict | None = None, timeout: int = 18
 
 def run_pstutor(*args: str, cwd: Path = ROOT, timeout: int = 300):
     """Run the `pstutor` command line in a fresh process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
     return subprocess.run(
         [sys.executable, "-m", "pstutor", *args], capture_output=True, text=True,
-        timeout=timeout, env=env, cwd=cwd,
+        timeout=timeout, env=clean_env(), cwd=cwd,
     )

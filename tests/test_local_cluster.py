@@ -10,7 +10,7 @@ import time
 
 import pytest
 import yaml
-from conftest import ROOT, run_pstutor, run_python
+from conftest import ROOT, clean_env, descendants, run_pstutor, run_python
 
 from pstutor import TFConfigError
 from pstutor.launch_files import write_launch_files
@@ -167,9 +167,9 @@ def test_bad_tasks_and_shapes_are_named():
 
 
 def test_cluster_up_runs_until_interrupted_and_stops_its_tasks():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
     process = subprocess.Popen([sys.executable, "-m", "pstutor", "cluster", "up", "--workers", "1",
-                                "--ps", "1"], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+                                "--ps", "1"], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                               env=clean_env())
     lines = []
     try:
         for line in process.stdout:
@@ -240,6 +240,4 @@ def _free_port() -> int:
 
 
 def _children(pid: int) -> list[int]:
-    from conftest import descendants
-
     return [p for p in descendants(pid) if "task_server" in open(f"/proc/{p}/cmdline").read()]
