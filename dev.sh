@@ -4,8 +4,14 @@
 #   ./dev.sh test     lint + the whole test suite (unit tests and nbval of every notebook)
 #   ./dev.sh build    regenerate and execute the notebooks from lessons/
 #   ./dev.sh doctor   check the environment
+#   ./dev.sh test-tf220  the suite again in .venv-tf220 with Colab's TensorFlow 2.20 / tf_keras 2.20
 set -euo pipefail
 cd "$(dirname "$0")"
+if [ "${1:-}" = test-tf220 ]; then  # a second environment, pinned to what Colab ships
+  shift
+  PSTUTOR_VENV=.venv-tf220 PSTUTOR_PINS="tensorflow==2.20.* tf-keras==2.20.* tensorboard==2.20.*" \
+    exec "$0" test "$@"
+fi
 VENV=${PSTUTOR_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
@@ -15,11 +21,13 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # Reinstall only when the dependency list changed (a stamp holds pyproject.toml's hash).
 stamp="$VENV/.pstutor-installed"
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$( (cat pyproject.toml; echo "${PSTUTOR_PINS:-}") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing the course into $VENV (first time: a few minutes)"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "is ignored" || true
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
+  # shellcheck disable=SC2086  # the pins are separate words
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]" ${PSTUTOR_PINS:-} 2>&1 \
+    | grep -v "is ignored" || true
   "$VENV/bin/python" -c "import pstutor, tensorflow, tf_keras, nbval" >/dev/null 2>&1 \
     || { echo "installation failed: see the pip output above" >&2; exit 1; }
   echo "$want" > "$stamp"
@@ -35,5 +43,5 @@ case "$job" in
   test)
     ruff check .
     exec python -m pytest "$@" ;;
-  *) echo "usage: ./dev.sh [demo|test|build|doctor] [args...]" >&2; exit 2 ;;
+  *) echo "usage: ./dev.sh [demo|test|test-tf220|build|doctor] [args...]" >&2; exit 2 ;;
 esac
