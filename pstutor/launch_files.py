@@ -18,6 +18,11 @@ from pstutor.tf_config import TFConfigError, all_tf_configs, cluster_dict
 SERVER_COMMAND = ["python", "-m", "pstutor.task_server"]
 
 
+def task_command(task_type: str, program: str) -> list[str]:
+    """What a task runs: the chief runs the training program, every other task the server."""
+    return ["python", program] if task_type == "chief" else SERVER_COMMAND
+
+
 def write_launch_files(
     out: Path, hosts: Sequence[str], num_workers: int, num_ps: int, *, port: int = 2222,
     program: str = "train.py", image: str = "tensorflow/tensorflow:2.21.0", name: str = "pstutor",
@@ -42,7 +47,7 @@ def write_launch_files(
 
 def start_script(tf_config: str, task_type: str, task_index: int, host: str, program: str) -> str:
     """The shell script that starts one task on its machine."""
-    command = ["python", program] if task_type == "chief" else SERVER_COMMAND
+    command = task_command(task_type, program)
     return (
         "#!/usr/bin/env bash\n"
         f"# {task_type} {task_index}: run this on {host}.\n"
@@ -68,7 +73,7 @@ def kubernetes_manifest(
     for config in all_tf_configs(cluster):
         task = f"{name}-{config.task_type}-{config.task_index}"
         labels = {"app": name, "task": task}
-        command = ["python", program] if config.task_type == "chief" else SERVER_COMMAND
+        command = task_command(config.task_type, program)
         documents.append(_yaml({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": task, "labels": {"app": name}},

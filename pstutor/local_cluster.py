@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import gc
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,7 +49,8 @@ class LocalCluster:
         self.cluster = {job: list(addresses) for job, addresses in cluster.items()}
         self.start_timeout = start_timeout
         self.verbose = verbose
-        self.log_dir = Path(tempfile.mkdtemp(prefix="pstutor-cluster-"))
+        # Created when the first task starts, removed by close().
+        self.log_dir = Path(tempfile.gettempdir()) / f"pstutor-cluster-{os.getpid()}-{id(self):x}"
         self._processes: dict[tuple[str, int], subprocess.Popen] = {}
         self._log_start: dict[tuple[str, int], int] = {}  # where the current run's log begins
 
@@ -131,6 +133,7 @@ class LocalCluster:
                 process.kill()
                 process.wait()
         _LIVE.discard(self)
+        shutil.rmtree(self.log_dir, ignore_errors=True)  # failures already quoted their logs
 
     def _stop_coordinators(self) -> None:
         """Stop the `ClusterCoordinator`s that use this cluster, while its tasks still answer.
@@ -172,6 +175,7 @@ class LocalCluster:
         return f"LocalCluster({jobs}, {len(self.pids())} processes running)"
 
     def _spawn(self, task_type: str, task_index: int) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update({
             "TF_CONFIG": self.tf_config(task_type, task_index),

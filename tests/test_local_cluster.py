@@ -50,22 +50,19 @@ with LocalCluster(2, 1) as cluster:
     def step():
         return strategy.run(lambda: total.assign_add(1.0))
 
-    for _ in range(10):
-        coordinator.schedule(step)
-    coordinator.join()
-    report["before"] = float(total.numpy())
+    def train_ten_steps():
+        for _ in range(10):
+            coordinator.schedule(step)
+        coordinator.join()
+        return float(total.numpy())
+
+    report["before"] = train_ten_steps()
     cluster.kill("worker", 1)
     report["killed_alive"] = cluster.alive("worker", 1)
-    for _ in range(10):
-        coordinator.schedule(step)
-    coordinator.join()
-    report["after_kill"] = float(total.numpy())
+    report["after_kill"] = train_ten_steps()
     cluster.restart("worker", 1)
     report["restarted_alive"] = cluster.alive("worker", 1)
-    for _ in range(10):
-        coordinator.schedule(step)
-    coordinator.join()
-    report["after_restart"] = float(total.numpy())
+    report["after_restart"] = train_ten_steps()
     report["all_pids"] = cluster.pids()
 print(json.dumps(report))
 """
