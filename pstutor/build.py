@@ -1,16 +1,30 @@
-"""The notebook build: one lesson source -> an English and a Chinese notebook.
+"""The notebook build: one source -> the English and the Chinese notebook (and, for an
+exercise, its solution and its student copy in both languages).
 
-A lesson source (`lessons/NN_name.md`) is a sequence of cells, each opened by a marker line:
+A source (`lessons/NN_name.md`, or `lessons/exercises/NN_name.md` for an exercise) is a
+sequence of cells, each opened by a marker line:
 
     <!-- cell: en -->          markdown in English; must be followed by its zh twin
     <!-- cell: zh -->          markdown in Chinese
     <!-- cell: code -->        code shared by both languages, inside a ```python fence
     <!-- cell: code tags=nbval-ignore-output -->   the same, with notebook cell tags
     <!-- cell: setup -->       the generated setup cell (Colab install, pstutor.setup())
+    <!-- cell: wrong task=1 expect=HINT -->  exercises only: a realistic wrong answer to
+                               task 1 that its check must catch with hint HINT (used by the
+                               tests, never shown in a notebook)
 
-The first markdown pair is the title (one H1); the build puts the "Open in Colab" badge
-right after it. Generated notebooks are never edited by hand: change the source and run
-`pstutor build`.
+In an exercise, a code cell holds one answer region per task:
+
+    ### BEGIN ANSWER 1
+    strategy = tf.distribute.ParameterServerStrategy(resolver)   # the solution
+    ### STUB
+    strategy = None                                              # what students start from
+    ### END ANSWER
+
+The solution keeps the answer; the student copy gets a "write your code here" line in its
+language and the stub. The first markdown pair is the title (one H1); the build puts the
+"Open in Colab" badge right after it. Generated notebooks are never edited by hand: change
+the source and run `pstutor build`.
 """
 
 from __future__ import annotations
@@ -27,9 +41,14 @@ from pstutor.language import LANGUAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
+EXERCISES = LESSONS / "exercises"
 NOTEBOOKS = ROOT / "notebooks"
-_MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup)((?: [a-z]+=[^ ]+)*) -->$")
+VARIANTS = {"lesson": NOTEBOOKS, "solution": ROOT / "solutions", "exercise": ROOT / "exercises"}
+_MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong)((?: [a-z]+=[^ ]+)*) -->$")
+_OPTIONS = {"code": {"tags"}, "wrong": {"task", "expect"}}
 _FENCE = re.compile(r"^```python\n(.*?)\n```$", re.S)
+_BEGIN = re.compile(r"^( *)### BEGIN ANSWER (\d+)$")
+_STUB, _END = "### STUB", "### END ANSWER"
 _BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 _SETUP = '''\
@@ -41,19 +60,34 @@ if "google.colab" in sys.modules:  # Colab: install the course's helper package 
 import pstutor
 
 pstutor.setup(lang="{lang}")  # before TensorFlow is imported: tf.keras becomes Keras 2'''
+_WRITE_HERE = {"en": "# ✏️ Task {task}: write your code here",
+               "zh": "# ✏️ 任务 {task}：在这里写你的代码"}
+_SOLUTION_TITLE = {"en": " (solution)", "zh": "（参考答案）"}
 
 
 class LessonError(ValueError):
-    """A lesson source that does not follow the format above."""
+    """A source that does not follow the format above."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One cell of a lesson source."""
+    """One cell of a source."""
 
-    kind: str  # "en", "zh", "code" or "setup"
+    kind: str  # "en", "zh", "code", "setup" or "wrong"
     source: str
     tags: tuple[str, ...] = ()
+    task: str = ""  # wrong answers: the task they answer
+    expect: str = ""  # wrong answers: the hint their check must give
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """One task's answer region inside a code cell."""
+
+    task: str
+    indent: str
+    answer: str
+    stub: str
 
 
 def publication() -> dict[str, str]:
@@ -69,10 +103,25 @@ def lesson_paths() -> list[Path]:
     return sorted(LESSONS.glob("[0-9][0-9]_*.md"))
 
 
+def exercise_paths() -> list[Path]:
+    """Every exercise source, in course order."""
+    return sorted(EXERCISES.glob("[0-9][0-9]_*.md"))
+
+
+def is_exercise(source: Path) -> bool:
+    """Whether `source` is an exercise (its answers are cut out of the student copy)."""
+    return source.resolve().parent == EXERCISES.resolve()
+
+
+def variants(source: Path) -> tuple[str, ...]:
+    """The notebooks a source generates per language."""
+    return ("solution", "exercise") if is_exercise(source) else ("lesson",)
+
+
 def read_lesson(path: Path) -> list[Cell]:
-    """Parse a lesson source into cells, checking the format."""
+    """Parse a source into cells, checking the format."""
     cells: list[Cell] = []
-    kind, tags, lines = None, (), []
+    kind, options, lines = None, {}, []
 
     def close() -> None:
         if kind is None:
@@ -80,12 +129,13 @@ def read_lesson(path: Path) -> list[Cell]:
                 raise LessonError(f"{path.name}: text before the first cell marker")
             return
         text = "\n".join(lines).strip("\n")
-        if kind == "code":
+        if kind in ("code", "wrong"):
             match = _FENCE.match(text)
             if not match:
                 raise LessonError(f"{path.name}: a code cell must be one ```python fence")
             text = match.group(1)
-        cells.append(Cell(kind, text, tags))
+        tags = tuple(options["tags"].split(",")) if "tags" in options else ()
+        cells.append(Cell(kind, text, tags, options.get("task", ""), options.get("expect", "")))
 
     for line in path.read_text(encoding="utf-8").splitlines():
         match = _MARKER.match(line)
@@ -93,13 +143,14 @@ def read_lesson(path: Path) -> list[Cell]:
             close()
             kind, lines = match.group(1), []
             options = dict(item.split("=", 1) for item in match.group(2).split())
-            tags = tuple(options.pop("tags", "").split(",")) if "tags" in options else ()
-            if options:
-                raise LessonError(f"{path.name}: unknown cell option(s) {sorted(options)}")
+            unknown = set(options) - _OPTIONS.get(kind, set())
+            if unknown:
+                raise LessonError(f"{path.name}: unknown cell option(s) {sorted(unknown)}")
         else:
             lines.append(line)
     close()
     _check_pairs(path, cells)
+    _check_tasks(path, cells)
     return cells
 
 
@@ -118,9 +169,79 @@ def _check_pairs(path: Path, cells: list[Cell]) -> None:
         raise LessonError(f"{path.name}: exactly one setup cell is required")
 
 
-def notebook_path(lesson: Path, lang: str) -> Path:
-    """Where the generated notebook of `lesson` in `lang` lives."""
-    return NOTEBOOKS / lang / f"{lesson.stem}.ipynb"
+def _check_tasks(path: Path, cells: list[Cell]) -> None:
+    """Exercises: every task has one answer region and a wrong answer; lessons have neither."""
+    tasks = [r.task for c in cells if c.kind == "code" for r in answer_regions(c.source, path.name)]
+    wrong = [c.task for c in cells if c.kind == "wrong"]
+    if not is_exercise(path):
+        if tasks or wrong:
+            raise LessonError(f"{path.name}: answer regions and wrong answers belong in exercises")
+        return
+    if not tasks:
+        raise LessonError(f"{path.name}: an exercise needs at least one ### BEGIN ANSWER region")
+    if len(set(tasks)) != len(tasks):
+        raise LessonError(f"{path.name}: a task number is used by two answer regions")
+    for cell in cells:
+        if cell.kind == "wrong" and (cell.task not in tasks or not cell.expect):
+            raise LessonError(f"{path.name}: wrong answer for unknown task {cell.task!r} or no expect=")
+    missing = sorted(set(tasks) - set(wrong))
+    if missing:
+        raise LessonError(f"{path.name}: task(s) {missing} have no wrong answer to prove the check")
+
+
+def answer_regions(code: str, name: str = "source") -> list[Region]:
+    """The answer regions of one code cell, in order."""
+    regions, current, part = [], None, None
+    for line in code.splitlines():
+        begin = _BEGIN.match(line)
+        if begin:
+            if current:
+                raise LessonError(f"{name}: answer region {current['task']} is not closed")
+            current, part = {"task": begin.group(2), "indent": begin.group(1),
+                             "answer": [], "stub": []}, "answer"
+        elif line.strip() == _STUB and current:
+            part = "stub"
+        elif line.strip() == _END:
+            if not current:
+                raise LessonError(f"{name}: {_END} without a region")
+            regions.append(Region(current["task"], current["indent"], "\n".join(current["answer"]),
+                                  "\n".join(current["stub"])))
+            current = None
+        elif current:
+            current[part].append(line)
+    if current:
+        raise LessonError(f"{name}: answer region {current['task']} is not closed")
+    return regions
+
+
+def fill_answers(code: str, lang: str, variant: str, answers: dict[str, str] | None = None) -> str:
+    """A code cell with its answer regions resolved for `variant` (or replaced by `answers`)."""
+    out, region, part = [], None, None
+    for line in code.splitlines():
+        begin = _BEGIN.match(line)
+        if begin:
+            region, part = begin.groups(), "answer"
+            indent, task = region
+            if answers and task in answers:
+                out += [indent + text if text else text for text in answers[task].splitlines()]
+            elif variant == "exercise":
+                out.append(indent + _WRITE_HERE[lang].format(task=task))
+        elif region and line.strip() == _STUB:
+            part = "stub"
+        elif region and line.strip() == _END:
+            region = None
+        elif not region:
+            out.append(line)
+        else:  # inside a region: the solution keeps the answer, the student copy the stub
+            replaced = bool(answers) and region[1] in answers
+            if not replaced and (part == "answer") == (variant != "exercise"):
+                out.append(line)
+    return "\n".join(out)
+
+
+def notebook_path(source: Path, lang: str, variant: str | None = None) -> Path:
+    """Where the generated notebook of `source` in `lang` lives."""
+    return VARIANTS[variant or variants(source)[0]] / lang / f"{source.stem}.ipynb"
 
 
 def colab_url(path: Path) -> str:
@@ -130,33 +251,43 @@ def colab_url(path: Path) -> str:
     return f"https://colab.research.google.com/github/{pub['repository']}/blob/{pub['ref']}/{relative}"
 
 
-def render(lesson: Path, lang: str) -> nbformat.NotebookNode:
-    """The notebook of `lesson` in `lang`, without outputs."""
+def render(source: Path, lang: str, variant: str | None = None,
+           answers: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """The notebook of `source` in `lang`, without outputs; `answers` replace answer regions."""
     if lang not in LANGUAGES:
         raise ValueError(f"unknown language {lang!r}")
+    variant = variant or variants(source)[0]
+    if variant not in variants(source):
+        raise ValueError(f"{source.name} has no {variant!r} notebook")
     pub = publication()
     badge = {"en": "Open in Colab", "zh": "在 Colab 中打开"}[lang]
     cells = []
-    for cell in read_lesson(lesson):
-        if cell.kind in LANGUAGES and cell.kind != lang:
+    for cell in read_lesson(source):
+        if (cell.kind in LANGUAGES and cell.kind != lang) or cell.kind == "wrong":
             continue
         if cell.kind == "code":
-            cells.append(nbformat.v4.new_code_cell(cell.source))
+            cells.append(nbformat.v4.new_code_cell(fill_answers(cell.source, lang, variant, answers)))
+            tasks = [r.task for r in answer_regions(cell.source)]
+            if tasks:  # how the grader finds the student's answer again
+                cells[-1].metadata["pstutor"] = {"tasks": tasks}
         elif cell.kind == "setup":  # its output shows versions and devices: not compared
             cells.append(nbformat.v4.new_code_cell(_SETUP.format(lang=lang, **pub)))
             cells[-1].metadata["tags"] = ["nbval-ignore-output"]
+        elif not cells and variant == "solution":
+            title, _, rest = cell.source.partition("\n")
+            cells.append(nbformat.v4.new_markdown_cell(title + _SOLUTION_TITLE[lang] + _ + rest))
         else:
             cells.append(nbformat.v4.new_markdown_cell(cell.source))
         if cell.tags:
             cells[-1].metadata["tags"] = list(cell.tags)
         if len(cells) == 1:  # the title: the badge follows it
-            url = colab_url(notebook_path(lesson, lang))
+            url = colab_url(notebook_path(source, lang, variant))
             cells.append(nbformat.v4.new_markdown_cell(f"[![{badge}]({_BADGE_IMAGE})]({url})"))
     for index, cell in enumerate(cells):
-        cell.id = f"{lesson.stem[:2]}-{index:03d}"
+        cell.id = f"{source.stem[:2]}-{index:03d}"
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata = {
-        "colab": {"name": f"{lesson.stem}.ipynb", "toc_visible": True},
+        "colab": {"name": f"{source.stem}.ipynb", "toc_visible": True},
         "kernelspec": _KERNELSPEC,
         "language_info": {"name": "python"},
     }
@@ -198,23 +329,27 @@ def render_metadata(notebook: nbformat.NotebookNode) -> dict:
     return meta
 
 
-def build(names: list[str] | None = None, run: bool = True, log=print) -> list[Path]:
-    """Regenerate (and by default execute) the notebooks of the named lessons, or of all."""
-    lessons = lesson_paths()
+def targets(names: list[str] | None = None) -> list[tuple[Path, str, str]]:
+    """Every (source, variant, language) the build writes, in course order, or the named ones."""
+    sources = lesson_paths() + exercise_paths()
     if names:
-        lessons = [p for p in lessons if any(p.stem.startswith(n) for n in names)]
-        if not lessons:
-            raise LessonError(f"no lesson matches {names}")
-    written = []
-    for lesson in lessons:
-        for lang in LANGUAGES:
-            path = notebook_path(lesson, lang)
-            notebook = render(lesson, lang)
-            if run:
-                log(f"executing {path.relative_to(ROOT)} ...")
-                execute(notebook, path.parent)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(dumps(notebook), encoding="utf-8")
-            written.append(path)
-    return written
+        sources = [p for p in sources if any(p.stem.startswith(n) for n in names)]
+        if not sources:
+            raise LessonError(f"no lesson or exercise matches {names}")
+    return [(source, variant, lang) for source in sources
+            for variant in variants(source) for lang in LANGUAGES]
 
+
+def build(names: list[str] | None = None, run: bool = True, log=print) -> list[Path]:
+    """Regenerate (and by default execute) the notebooks of the named sources, or of all."""
+    written = []
+    for source, variant, lang in targets(names):
+        path = notebook_path(source, lang, variant)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        notebook = render(source, lang, variant)
+        if run:
+            log(f"executing {path.relative_to(ROOT)} ...")
+            execute(notebook, path.parent)
+        path.write_text(dumps(notebook), encoding="utf-8")
+        written.append(path)
+    return written

@@ -13,11 +13,16 @@ from pstutor import build
 
 LESSONS = build.lesson_paths()
 CJK = re.compile(r"[\u4e00-\u9fff]")
-PAIRS = [(lesson, lang) for lesson in LESSONS for lang in ("en", "zh")]
+TARGETS = build.targets()  # (source, variant, language) of every generated notebook
+PAIRS = [(source, variant) for source, variant, lang in TARGETS if lang == "en"]
 
 
-def _committed(lesson, lang) -> dict:
-    return json.loads(build.notebook_path(lesson, lang).read_text(encoding="utf-8"))
+def _id(value) -> str:
+    return getattr(value, "stem", value)
+
+
+def _committed(source, lang, variant=None) -> dict:
+    return json.loads(build.notebook_path(source, lang, variant).read_text(encoding="utf-8"))
 
 
 def _code(notebook: dict) -> list[str]:
@@ -29,24 +34,26 @@ def _markdown(notebook: dict) -> list[str]:
 
 
 def test_there_are_lessons_and_every_notebook_has_a_source():
-    assert LESSONS, "no lesson sources found"
-    stems = {p.stem for p in LESSONS}
-    for lang in ("en", "zh"):
-        generated = {p.stem for p in (ROOT / "notebooks" / lang).glob("*.ipynb")}
-        assert generated == stems, f"notebooks/{lang} differs from lessons/"
+    assert LESSONS and build.exercise_paths(), "no lesson or exercise sources found"
+    for folder in ("notebooks", "solutions", "exercises"):
+        for lang in ("en", "zh"):
+            committed = set((ROOT / folder / lang).glob("*.ipynb"))
+            generated = {build.notebook_path(s, lang, v) for s, v in PAIRS}
+            generated = {p for p in generated if p.parent == ROOT / folder / lang}
+            assert committed == generated, f"{folder}/{lang} differs from its sources"
 
 
-@pytest.mark.parametrize("lesson, lang", PAIRS, ids=lambda v: getattr(v, "stem", v))
-def test_committed_notebook_is_what_its_source_generates(lesson, lang):
-    expected = build.without_outputs(json.loads(build.dumps(build.render(lesson, lang))))
-    assert build.without_outputs(_committed(lesson, lang)) == expected, (
-        f"regenerate with: pstutor build {lesson.stem[:2]}")
+@pytest.mark.parametrize("source, variant, lang", TARGETS, ids=_id)
+def test_committed_notebook_is_what_its_source_generates(source, variant, lang):
+    expected = build.without_outputs(json.loads(build.dumps(build.render(source, lang, variant))))
+    assert build.without_outputs(_committed(source, lang, variant)) == expected, (
+        f"regenerate with: pstutor build {source.stem[:2]}")
 
 
-@pytest.mark.parametrize("lesson, lang", PAIRS, ids=lambda v: getattr(v, "stem", v))
-def test_committed_notebook_is_canonical_json_with_outputs(lesson, lang):
-    path = build.notebook_path(lesson, lang)
-    notebook = _committed(lesson, lang)
+@pytest.mark.parametrize("source, variant, lang", TARGETS, ids=_id)
+def test_committed_notebook_is_canonical_json_with_outputs(source, variant, lang):
+    path = build.notebook_path(source, lang, variant)
+    notebook = _committed(source, lang, variant)
     assert path.read_text(encoding="utf-8") == build.dumps(notebook)
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     counts = [c["execution_count"] for c in code]
@@ -60,33 +67,36 @@ def test_committed_notebook_is_canonical_json_with_outputs(lesson, lang):
     assert notebook["metadata"]["kernelspec"]["name"] == "python3"
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
-def test_both_languages_run_the_same_code(lesson):
-    en, zh = _committed(lesson, "en"), _committed(lesson, "zh")
-    normalise = [c.replace('lang="zh"', 'lang="en"') for c in _code(zh)]
+@pytest.mark.parametrize("source, variant", PAIRS, ids=_id)
+def test_both_languages_run_the_same_code(source, variant):
+    en, zh = _committed(source, "en", variant), _committed(source, "zh", variant)
+    normalise = [re.sub(r"# ✏️ 任务 (\d+)：在这里写你的代码", r"# ✏️ Task \1: write your code here",
+                        c.replace('lang="zh"', 'lang="en"')) for c in _code(zh)]
     assert _code(en) == normalise
     assert len(_markdown(en)) == len(_markdown(zh))
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
-def test_each_language_is_written_in_that_language(lesson):
-    for text in _markdown(_committed(lesson, "zh"))[2:]:  # after the title and badge
+@pytest.mark.parametrize("source, variant", PAIRS, ids=_id)
+def test_each_language_is_written_in_that_language(source, variant):
+    for text in _markdown(_committed(source, "zh", variant))[2:]:  # after the title and badge
         assert CJK.search(text), f"untranslated Chinese cell: {text[:80]!r}"
-    for text in _markdown(_committed(lesson, "en")):
+    for text in _markdown(_committed(source, "en", variant)):
         assert not CJK.search(text), f"Chinese text in the English notebook: {text[:80]!r}"
 
 
-@pytest.mark.parametrize("lesson, lang", PAIRS, ids=lambda v: getattr(v, "stem", v))
-def test_title_badge_and_setup_follow_the_conventions(lesson, lang):
-    notebook = _committed(lesson, lang)
+@pytest.mark.parametrize("source, variant, lang", TARGETS, ids=_id)
+def test_title_badge_and_setup_follow_the_conventions(source, variant, lang):
+    notebook = _committed(source, lang, variant)
     cells = notebook["cells"]
     markdown = _markdown(notebook)
     assert sum(line.startswith("# ") for text in markdown for line in text.splitlines()) == 1
     assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith("# ")
     badge = "".join(cells[1]["source"])
-    url = build.colab_url(build.notebook_path(lesson, lang))
+    path = build.notebook_path(source, lang, variant)
+    url = build.colab_url(path)
     assert f"]({url})" in badge and "colab-badge.svg" in badge
-    assert build.publication()["repository"] in url and url.endswith(f"notebooks/{lang}/{lesson.stem}.ipynb")
+    assert build.publication()["repository"] in url
+    assert url.endswith(path.relative_to(ROOT).as_posix())
     code = _code(notebook)
     setup = code[0]
     assert '"google.colab" in sys.modules' in setup and "%pip install" in setup
@@ -119,6 +129,43 @@ def _write(tmp_path, text):
 def test_malformed_lesson_sources_are_rejected_with_the_reason(tmp_path, text, message):
     with pytest.raises(build.LessonError, match=message):
         build.read_lesson(_write(tmp_path, text))
+
+
+EXERCISE_HEAD = "<!-- cell: en -->\n# T\n<!-- cell: zh -->\n# T\n<!-- cell: setup -->\n"
+
+
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("### BEGIN ANSWER 1\nx = 1\n", "region 1 is not closed"),
+        ("x = 1\n### END ANSWER\n", "without a region"),
+        ("x = 1\n", "needs at least one"),
+        ("### BEGIN ANSWER 1\nx = 1\n### END ANSWER\n", "have no wrong answer"),
+        ("### BEGIN ANSWER 1\nx = 1\n### END ANSWER\n### BEGIN ANSWER 1\ny = 1\n### END ANSWER\n",
+         "used by two answer regions"),
+    ],
+)
+def test_malformed_exercise_sources_are_rejected_with_the_reason(tmp_path, monkeypatch, code, message):
+    monkeypatch.setattr(build, "EXERCISES", tmp_path)
+    text = EXERCISE_HEAD + f"<!-- cell: code -->\n```python\n{code}```\n"
+    with pytest.raises(build.LessonError, match=message):
+        build.read_lesson(_write(tmp_path, text))
+
+
+def test_a_lesson_may_not_hold_answers(tmp_path):
+    text = EXERCISE_HEAD + "<!-- cell: code -->\n```python\n### BEGIN ANSWER 1\nx\n### END ANSWER\n```\n"
+    with pytest.raises(build.LessonError, match="belong in exercises"):
+        build.read_lesson(_write(tmp_path, text))
+
+
+def test_the_student_copy_gets_the_stub_and_the_solution_the_answer():
+    code = ("a = 0\n    ### BEGIN ANSWER 2\n    x = solve()\n    ### STUB\n    x = None\n"
+            "    ### END ANSWER\nb = x")
+    assert build.fill_answers(code, "en", "solution") == "a = 0\n    x = solve()\nb = x"
+    assert build.fill_answers(code, "zh", "exercise") == (
+        "a = 0\n    # ✏️ 任务 2：在这里写你的代码\n    x = None\nb = x")
+    replaced = build.fill_answers(code, "en", "solution", {"2": "x = 1\ny = 2"})
+    assert replaced == "a = 0\n    x = 1\n    y = 2\nb = x"
 
 
 def test_a_changed_output_is_caught_by_nbval(tmp_path):

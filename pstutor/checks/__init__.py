@@ -1,0 +1,125 @@
+"""Exercise checks: `pstutor.check("01.1", strategy=strategy)` inspects the real objects a
+student built and answers in the notebook's language: what passed, what failed, and a hint
+that points at the concept without giving the answer away.
+
+Each exercise has a module here (`ex01`, `ex02`, ...) whose check functions are registered
+with `@task("NN.k")` and state their requirements with `expect(...)`, in order: the first
+unmet requirement stops the check, because later ones usually build on it. A task whose
+answers are still `None` (the student copy's stub) is "not done", never a crash.
+
+The result is shown as text and also carries a small JSON record (`MIME`), which is how
+`pstutor grade` reads the verdict of every task without parsing prose.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import importlib
+from collections.abc import Callable
+
+from pstutor.language import say
+
+MIME = "application/vnd.pstutor.check+json"
+PASSED, FAILED, NOT_DONE = "passed", "failed", "not done"
+Text = tuple[str, str]  # (English, Chinese)
+
+_CHECKS: dict[str, Callable[..., None]] = {}
+_passed: contextvars.ContextVar[list[Text]] = contextvars.ContextVar("passed")
+
+
+class Unmet(Exception):
+    """A requirement of the task that the student's answer does not meet yet."""
+
+    def __init__(self, what: Text, hint_id: str, hint: Text) -> None:
+        super().__init__(hint_id)
+        self.what, self.hint_id, self.hint = what, hint_id, hint
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """The verdict on one task, shown in the current language."""
+
+    task: str
+    status: str
+    passed: tuple[str, ...] = ()
+    failed: str = ""
+    hint: str = ""
+    hint_id: str = ""
+
+    def text(self) -> str:
+        """The verdict as a few lines of text."""
+        if self.status == NOT_DONE:
+            return say(f"⏳ Task {self.task}: not done yet. Write your code in the cell marked ✏️ "
+                       "above, run it, then run this cell again.",
+                       f"⏳ 任务 {self.task}：还没有完成。请在上方标有 ✏️ 的单元格中写代码并运行，"
+                       "然后再运行这个单元格。")
+        head = say(f"✅ Task {self.task} passed", f"✅ 任务 {self.task} 通过") if self.status == PASSED \
+            else say(f"❌ Task {self.task} is not right yet", f"❌ 任务 {self.task} 还不正确")
+        lines = [head] + [f"   ✓ {item}" for item in self.passed]
+        if self.status == FAILED:
+            lines += [f"   ✗ {self.failed}", say("   Hint: ", "   提示：") + self.hint]
+        return "\n".join(lines)
+
+    def record(self) -> dict[str, str]:
+        """The machine-readable verdict that `pstutor grade` collects."""
+        return {"task": self.task, "status": self.status, "hint": self.hint_id}
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/plain": self.text(), MIME: self.record()}
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def task(task_id: str) -> Callable:
+    """Register a check function for one exercise task."""
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        _CHECKS[task_id] = function
+        return function
+    return register
+
+
+def expect(condition: object, what: Text, hint_id: str, hint: Text) -> None:
+    """Record `what` as passed, or stop the check with a hint when `condition` is false."""
+    if not condition:
+        raise Unmet(what, hint_id, hint)
+    _passed.get().append(what)
+
+
+def check(task_id: str, **answers: object) -> Result:
+    """Check the student's answers to one task and show what passed, what failed and a hint."""
+    function = _find(task_id)
+    if any(value is None or value is ... for value in answers.values()):
+        return Result(task_id, NOT_DONE)
+    passed: list[Text] = []
+    token = _passed.set(passed)
+    try:
+        function(**answers)
+    except Unmet as unmet:
+        return Result(task_id, FAILED, _say_all(passed), say(*unmet.what), say(*unmet.hint), unmet.hint_id)
+    except Exception as err:  # the student's code failed while the check used it
+        name = type(err).__name__
+        what = (f"your code raised {name}: {err}", f"你的代码抛出了 {name}：{err}")
+        hint = ("read the error and fix the cell marked ✏️", "读一读错误信息，修改标有 ✏️ 的单元格")
+        return Result(task_id, FAILED, _say_all(passed), say(*what), say(*hint), "raised")
+    finally:
+        _passed.reset(token)
+    return Result(task_id, PASSED, _say_all(passed))
+
+
+def _find(task_id: str) -> Callable[..., None]:
+    exercise = task_id.split(".")[0]
+    if task_id not in _CHECKS:
+        try:
+            importlib.import_module(f"pstutor.checks.ex{exercise}")
+        except ModuleNotFoundError as err:
+            if err.name != f"pstutor.checks.ex{exercise}":
+                raise
+    if task_id not in _CHECKS:
+        raise ValueError(say(f"no check for task {task_id!r}", f"没有任务 {task_id!r} 的检查"))
+    return _CHECKS[task_id]
+
+
+def _say_all(items: list[Text]) -> tuple[str, ...]:
+    return tuple(say(*item) for item in items)
