@@ -4,6 +4,7 @@ Importing pstutor does not import TensorFlow: `pstutor.setup()` must switch `tf.
 Keras 2 first. Everything that needs TensorFlow imports it when called.
 """
 
+from pstutor.checks import check
 from pstutor.clusters import in_process_cluster, worker_config
 from pstutor.data import toy_classification, toy_words
 from pstutor.environment import (
@@ -16,9 +17,12 @@ from pstutor.environment import (
 from pstutor.language import current_language, say, set_language
 from pstutor.pictures import (
     draw_cluster,
+    draw_comparison,
+    draw_examples_seen,
     draw_shards,
     draw_timeline,
     plot_curves,
+    plot_train_eval,
     read_scalars,
     shard_rows,
 )
@@ -44,9 +48,12 @@ __all__ = [
     "TFConfigError",
     "TimelineRecorder",
     "all_tf_configs",
+    "check",
     "cluster_dict",
     "current_language",
     "draw_cluster",
+    "draw_comparison",
+    "draw_examples_seen",
     "draw_shards",
     "draw_timeline",
     "in_colab",
@@ -54,6 +61,7 @@ __all__ = [
     "make_tf_config",
     "parse_tf_config",
     "plot_curves",
+    "plot_train_eval",
     "read_scalars",
     "say",
     "set_language",

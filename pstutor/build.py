@@ -267,7 +267,7 @@ def render(source: Path, lang: str, variant: str | None = None,
             continue
         if cell.kind == "code":
             cells.append(nbformat.v4.new_code_cell(fill_answers(cell.source, lang, variant, answers)))
-            tasks = [r.task for r in answer_regions(cell.source)]
+            tasks = [f"{source.stem[:2]}.{r.task}" for r in answer_regions(cell.source)]
             if tasks:  # how the grader finds the student's answer again
                 cells[-1].metadata["pstutor"] = {"tasks": tasks}
         elif cell.kind == "setup":  # its output shows versions and devices: not compared

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.patches import FancyBboxPatch, Patch
 from matplotlib.ticker import MaxNLocator
 
 ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
@@ -185,6 +185,38 @@ def draw_timeline(
     return fig
 
 
+def draw_examples_seen(
+    panels: Mapping[str, Sequence[Sequence[int]]], title: str = "Which worker saw which examples",
+) -> Figure:
+    """Grids of counts, one panel per way of feeding data: rows = workers, columns = example ids."""
+    import numpy as np
+
+    grids = {name: np.asarray(counts, dtype=int) for name, counts in panels.items()}
+    if not grids or any(grid.ndim != 2 or grid.size == 0 for grid in grids.values()):
+        raise ValueError("every panel needs a non-empty 2-D table: rows = workers, columns = ids")
+    top = max(1, max(int(grid.max()) for grid in grids.values()))
+    width = max(grid.shape[1] for grid in grids.values())
+    height = 0.9 + sum(0.75 + 0.35 * grid.shape[0] for grid in grids.values())
+    fig = Figure(figsize=(min(3.5 + 0.24 * width, 16), height), layout="constrained")
+    axes = fig.subplots(len(grids), 1, squeeze=False)[:, 0]
+    for ax, (name, grid) in zip(axes, grids.items(), strict=True):
+        image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=top, aspect="auto")
+        for (row, column), count in np.ndenumerate(grid):
+            if count and width <= 64:
+                ax.text(column, row, str(count), ha="center", va="center", fontsize=7,
+                        color="white" if count > top / 2 else "black")
+        ax.set_yticks(range(grid.shape[0]), [f"worker {w}" for w in range(grid.shape[0])])
+        ax.set_xticks(range(0, grid.shape[1], 4 if grid.shape[1] > 16 else 1))
+        for row, seen in enumerate(grid):
+            ax.annotate(f"{int(np.count_nonzero(seen))} ids", (1.01, row), xycoords=("axes fraction",
+                        "data"), va="center", fontsize=8)
+        ax.set_title(name, fontsize=10, loc="left")
+    axes[-1].set_xlabel("example id")
+    fig.suptitle(title)
+    fig.colorbar(image, ax=list(axes), label="times seen", pad=0.06, aspect=30)
+    return fig
+
+
 def read_scalars(logdir: str | Path, tag: str = "epoch_loss") -> list[tuple[int, float]]:
     """(step, value) pairs of one scalar from TensorBoard event files under `logdir`."""
     import tensorflow as tf
@@ -200,6 +232,35 @@ def read_scalars(logdir: str | Path, tag: str = "epoch_loss") -> list[tuple[int,
     return sorted(points)
 
 
+def plot_train_eval(
+    training: Mapping[str, Sequence[tuple[float, float]]],
+    evaluation: Mapping[str, Sequence[tuple[float, float]]],
+    xlabel: str = "training step", ylabel: str = "value", title: str = "",
+) -> Figure:
+    """Training and evaluation curves on one time axis: (x, value) points per named curve.
+
+    Training curves are solid lines with dots, evaluation curves dashed with squares, so the
+    two sources stay apart even where they share a colour.
+    """
+    fig = Figure(figsize=(7, 3.8))
+    ax = fig.add_subplot()
+    colours = _palette(len(training) + len(evaluation))
+    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
+    curves = [*training.items(), *evaluation.items()]
+    for (name, points), colour, (line, marker) in zip(curves, colours, styles, strict=True):
+        xs, ys = zip(*points, strict=True) if points else ((), ())
+        ax.plot(xs, ys, linestyle=line, marker=marker, color=colour, label=name)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _ps_task(device: str) -> int:
     part = next((p for p in device.split("/") if p.startswith("task:")), "task:0")
     return int(part.split(":")[1])
@@ -208,3 +269,38 @@ def _ps_task(device: str) -> int:
 def _palette(count: int) -> list[str]:
     base = ["#5b8e7d", "#f4a259", "#8cb369", "#bc4b51", "#4c72b0", "#8172b2", "#937860"]
     return [base[i % len(base)] for i in range(count)]
+
+
+def draw_comparison(
+    results: Sequence[Mapping], title: str = "The same model under four strategies",
+) -> Figure:
+    """Three panels side by side: examples per second, start-up seconds, final loss per strategy.
+
+    `results` are the records of `pstutor.compare.compare` (strategy, training, examples_per_s,
+    startup_s, loss); bars are coloured by synchronous, asynchronous or no distribution.
+    """
+    colours = {"sync": "#5b8e7d", "async": "#f4a259", "-": "#999999"}
+    labels = [r["strategy"] for r in results]
+    panels = (("examples_per_s", "examples per second", "{:,.0f}"),
+              ("startup_s", "start-up (s)", "{:.1f}"), ("loss", "loss after the same examples", "{:.3f}"))
+    fig = Figure(figsize=(11, 1.6 + 0.45 * len(results)))
+    axes = fig.subplots(1, len(panels), sharey=True)
+    for ax, (key, name, text) in zip(axes, panels, strict=True):
+        values = [float(r[key]) for r in results]
+        ax.barh(labels, values, color=[colours.get(r.get("training", "-"), "#999999") for r in results],
+                edgecolor="black", linewidth=0.5)
+        for y, value in enumerate(values):
+            ax.text(value, y, " " + text.format(value), va="center", fontsize=8)
+        ax.set_xlim(0, max(values, default=1.0) * 1.35 or 1.0)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.{0 if value >= 10 else 1}f}")
+        ax.set_title(name, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].invert_yaxis()
+    handles = [Patch(facecolor=c, edgecolor="black", label=n)
+               for n, c in (("synchronous", colours["sync"]), ("asynchronous", colours["async"]),
+                            ("no distribution", colours["-"]))]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig

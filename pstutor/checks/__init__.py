@@ -63,7 +63,8 @@ class Result:
 
     def record(self) -> dict[str, str]:
         """The machine-readable verdict that `pstutor grade` collects."""
-        return {"task": self.task, "status": self.status, "hint": self.hint_id}
+        detail = f"{self.failed} — {self.hint}" if self.status == FAILED else ""
+        return {"task": self.task, "status": self.status, "hint": self.hint_id, "detail": detail}
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         return {"text/plain": self.text(), MIME: self.record()}

@@ -1,0 +1,167 @@
+"""Run an evaluator program (for example one built on `tf.keras.utils.SidecarEvaluator`) as
+a child process beside the training, outside the cluster, the way a sidecar evaluator runs
+on its own machine. The program is yours; this module only starts, watches and stops it.
+
+`python -m pstutor.sidecar PROGRAM [ARGS...]` is what the child runs: it ties its life to
+the parent (PR_SET_PDEATHSIG on Linux, and a check of the parent every half second), calls
+`pstutor.setup()` so that `tf.keras` is Keras 2, then runs PROGRAM as `__main__`.
+
+No orphans: the child is stopped by `close()`, by leaving the `with` block (also on an
+exception), at normal interpreter exit, and it ends itself when this process is killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from pstutor.language import say
+from pstutor.task_server import PARENT_ENV, _die_with_parent
+
+
+class SidecarError(RuntimeError):
+    """The evaluator program failed or did not finish; the message quotes its log."""
+
+
+class Sidecar:
+    """An evaluator program in a child process that never outlives this one."""
+
+    def __init__(self, program: str | Path, *args: str, verbose: bool = False) -> None:
+        """Describe the run: `python PROGRAM ARGS...` with pstutor's setup done first."""
+        self.program = Path(program)
+        self.args = [str(a) for a in args]
+        self.verbose = verbose
+        self.log_path = Path(tempfile.gettempdir()) / f"pstutor-sidecar-{os.getpid()}-{id(self):x}.log"
+        self._process: subprocess.Popen | None = None
+
+    def start(self) -> Sidecar:
+        """Start the program and return at once (its TensorFlow import overlaps your work)."""
+        if not self.program.is_file():
+            raise SidecarError(say(f"No evaluator program at {self.program}.",
+                                   f"找不到评估器程序：{self.program}。"))
+        if self.running:
+            return self
+        env = dict(os.environ)
+        env.pop("TF_CONFIG", None)  # the evaluator is not a task of the training cluster
+        env.update({PARENT_ENV: str(os.getpid()), "PSTUTOR_VERBOSE": "1" if self.verbose else "0",
+                    "PYTHONUNBUFFERED": "1"})  # its prints reach the log at once, for wait_for
+        _LIVE.add(self)
+        with open(self.log_path, "wb") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "pstutor.sidecar", str(self.program), *self.args],
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        return self
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (None before `start`)."""
+        return None if self._process is None else self._process.pid
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> None:
+        """Wait until the program prints `text` (say, that it is ready); else raise `SidecarError`."""
+        deadline = time.monotonic() + timeout
+        while text not in self._output():
+            if not self.running:
+                raise SidecarError(self._failure(say(f"ended before printing {text!r}",
+                                                     f"还没输出 {text!r} 就结束了")))
+            if time.monotonic() > deadline:
+                raise SidecarError(self._failure(say(f"did not print {text!r} within {timeout:.0f} s",
+                                                     f"在 {timeout:.0f} 秒内没有输出 {text!r}")))
+            time.sleep(0.05)
+
+    def wait(self, timeout: float = 60.0) -> None:
+        """Wait until the program ends by itself; raise `SidecarError` with its log unless it succeeded."""
+        if self._process is None:
+            raise SidecarError(say("The evaluator was never started.", "评估器还没有启动。"))
+        try:
+            code = self._process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise SidecarError(self._failure(say(f"did not finish within {timeout:.0f} s",
+                                                 f"在 {timeout:.0f} 秒内没有结束"))) from None
+        if code != 0:
+            raise SidecarError(self._failure(say(f"exited with code {code}", f"退出码为 {code}")))
+
+    def log(self, lines: int = 20) -> str:
+        """The last lines the program printed."""
+        return "\n".join(self._output().splitlines()[-lines:])
+
+    def _output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def close(self) -> None:
+        """Stop the program: SIGTERM, then SIGKILL if it lingers. Safe to call twice."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        _LIVE.discard(self)
+        self.log_path.unlink(missing_ok=True)  # a failure has already quoted it
+
+    def __enter__(self) -> Sidecar:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"Sidecar({self.program.name}, {state})"
+
+    def _failure(self, what: str) -> str:
+        lines = self.log() or say("(no output)", "（没有输出）")
+        return say(f"The evaluator program {self.program.name} {what}. Its last lines:\n{lines}",
+                   f"评估器程序 {self.program.name} {what}。它最后输出的内容：\n{lines}")
+
+
+_LIVE: set[Sidecar] = set()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Normal interpreter exit, exceptions included: stop every evaluator still running."""
+    for sidecar in list(_LIVE):
+        sidecar.close()
+
+
+def _watch_parent(parent: int) -> None:
+    """End this process once its parent is gone (where PR_SET_PDEATHSIG does not exist)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def main(argv: list[str]) -> None:
+    """Child side: tie this process to its parent, prepare TensorFlow, run the program."""
+    parent = int(os.environ.get(PARENT_ENV, os.getppid()))
+    _die_with_parent(parent)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if not argv:
+        raise SystemExit("usage: python -m pstutor.sidecar PROGRAM [ARGS...]")
+    import pstutor
+
+    pstutor.setup(verbose=os.environ.get("PSTUTOR_VERBOSE") == "1")
+    sys.argv = list(argv)
+    runpy.run_path(argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
