@@ -1,5 +1,8 @@
 """The GitHub workflows parse and run the suite on CPU (both TensorFlow versions) and on a GPU runner."""
 
+import subprocess
+import sys
+
 import yaml
 from conftest import ROOT
 
@@ -47,3 +50,13 @@ def test_dev_sh_knows_every_job_the_workflows_run():
     script = (ROOT / "dev.sh").read_text()
     for job in ("test", "test-tf220"):
         assert f"{job})" in script or f'= {job} ]' in script
+
+
+def test_workflows_follow_githubs_schema():
+    """Checked offline against the workflow schema that check-jsonschema ships."""
+    files = sorted(str(path) for path in WORKFLOWS.glob("*.yml"))
+    result = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *files],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
