@@ -7,10 +7,11 @@
 #   ./dev.sh test-tf220  the suite again in .venv-tf220 with Colab's TensorFlow 2.20 / tf_keras 2.20
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ "${1:-}" = test-tf220 ]; then  # a second environment, pinned to what Colab ships
+if [ "${1:-}" = test-tf220 ]; then  # a second environment, as close to Colab as we can: 2.20 on 3.13
   shift
-  PSTUTOR_VENV=.venv-tf220 PSTUTOR_PINS="tensorflow==2.20.* tf-keras==2.20.* tensorboard==2.20.*" \
-    exec "$0" test "$@"
+  colab_python=$(python3.13 --version >/dev/null 2>&1 && echo python3.13 || echo python3)
+  PYTHON=${PYTHON:-$colab_python} PSTUTOR_VENV=.venv-tf220 \
+    PSTUTOR_PINS="tensorflow==2.20.* tf-keras==2.20.* tensorboard==2.20.*" exec "$0" test "$@"
 fi
 VENV=${PSTUTOR_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
@@ -21,7 +22,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # Reinstall only when the dependency list changed (a stamp holds pyproject.toml's hash).
 stamp="$VENV/.pstutor-installed"
-want=$( (cat pyproject.toml; echo "${PSTUTOR_PINS:-}") | sha256sum | cut -d' ' -f1)
+want=$( (cat pyproject.toml; echo "${PSTUTOR_PINS:-}"; "$VENV/bin/python" --version) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing the course into $VENV (first time: a few minutes)"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "is ignored" || true

@@ -187,3 +187,10 @@ def test_a_changed_output_is_caught_by_nbval(tmp_path):
     )
     assert result.returncode == 1, result.stdout[-2000:]
     assert "workers: 4" in result.stdout and "1 failed" in result.stdout
+
+
+def test_the_readme_links_every_notebook():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for source, variant, lang in TARGETS:
+        relative = build.notebook_path(source, lang, variant).relative_to(ROOT).as_posix()
+        assert f"]({relative})" in readme, f"README's course map lacks {relative}"

@@ -1,0 +1,101 @@
+"""Checks of exercise 3: input, model and `fit` for the strategy; callbacks and a resumed run."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from pstutor.checks import expect, task
+
+EPOCHS, STEPS_PER_EPOCH, FAILED_AFTER = 4, 8, 2
+
+
+@task("03.1")
+def fit_on_the_cluster(dataset, model, history) -> None:
+    """A shuffled, repeating dataset; a model on the ps with a legacy optimizer; 2 epochs of 8 steps."""
+    import tensorflow as tf
+
+    expect(dataset.cardinality().numpy() == tf.data.INFINITE_CARDINALITY,
+           ("`dataset` never ends", "`dataset` 永不结束"), "repeat",
+           ("each worker reads its own copy at its own pace: a copy that ends can run dry mid-epoch",
+            "每个工作进程按自己的节奏读取自己的副本：会结束的副本可能在周期中途耗尽"))
+    first, second = (next(iter(dataset))[0].numpy() for _ in range(2))
+    expect(not np.array_equal(first, second),
+           ("every pass over it starts in a new order", "每次遍历都以新的顺序开始"), "shuffle",
+           ("two fresh iterators gave the same first batch: without shuffle (or with a fixed seed) "
+            "every worker reads the same batches",
+            "两个新迭代器给出了相同的第一个批次：不打乱（或固定了 seed）时，每个工作进程读到的批次都一样"))
+    devices = {getattr(v, "device", "") for v in model.variables}
+    expect(devices and all("/job:ps/" in d for d in devices),
+           ("the model's variables live on the parameter servers", "模型的变量存放在参数服务器上"), "scope",
+           ("build and compile the model inside strategy.scope(); outside it fit trains in this "
+            "process without the cluster",
+            "在 strategy.scope() 内构建并编译模型；在作用域之外，fit 会绕开集群，直接在当前进程中训练"))
+    expect(isinstance(model.optimizer, tf.keras.optimizers.legacy.Optimizer),
+           ("the optimizer is a legacy optimizer", "优化器是 legacy 优化器"), "legacy",
+           (f"{type(model.optimizer).__name__} comes from {type(model.optimizer).__module__}; take it from "
+            "tf.keras.optimizers.legacy",
+            f"{type(model.optimizer).__name__} 来自 {type(model.optimizer).__module__}；请改用 "
+            "tf.keras.optimizers.legacy 中的优化器"))
+    per_call = int(model._steps_per_execution.numpy())
+    expect(per_call == 4,
+           ("each call to a worker runs 4 steps", "每次发给工作进程的调用执行 4 步"), "steps-per-execution",
+           (f"each call runs {per_call} step(s): which compile argument packs steps into one call?",
+            f"每次调用执行 {per_call} 步：compile 的哪个参数能把多个步骤打包进一次调用？"))
+    expect(history.epoch == [0, 1],
+           ("fit ran 2 epochs", "fit 运行了 2 个周期"), "epochs",
+           (f"the History lists epochs {history.epoch}", f"History 中记录的周期是 {history.epoch}"))
+    steps = int(model.optimizer.iterations.numpy())
+    expect(steps == 16,
+           ("the optimizer took 2 × 8 = 16 steps", "优化器走了 2 × 8 = 16 步"), "steps",
+           (f"optimizer.iterations is {steps}: an epoch is as many steps as steps_per_epoch says",
+            f"optimizer.iterations 是 {steps}：一个周期有多少步，由 steps_per_epoch 决定"))
+
+
+@task("03.2")
+def resumed_run(resumed_model, history, log_dir, checkpoint_dir, backup_dir) -> None:
+    """Checkpoints and logs of every epoch; the second run resumed after epoch 2 and finished."""
+    from pstutor.pictures import read_scalars
+
+    saved = sorted({name.split(".")[0] for name in os.listdir(checkpoint_dir)}
+                   if os.path.isdir(checkpoint_dir) else set())
+    wanted = [f"weights-{epoch:02d}" for epoch in range(1, EPOCHS + 1)]
+    expect(set(wanted) <= set(saved),
+           ("ModelCheckpoint saved the weights of every epoch", "ModelCheckpoint 保存了每个周期的权重"),
+           "checkpoints",
+           (f"found in checkpoint_dir: {saved}; save the weights every epoch to the path of the task",
+            f"checkpoint_dir 中找到的是：{saved}；请每个周期都把权重保存到任务指定的路径"))
+    logged = read_scalars(log_dir, "epoch_loss") if os.path.isdir(log_dir) else []
+    expect(logged,
+           ("TensorBoard wrote the loss to log_dir", "TensorBoard 把损失写到了 log_dir"), "tensorboard",
+           ("add the TensorBoard callback with log_dir", "加上使用 log_dir 的 TensorBoard 回调"))
+    expect(history.epoch and history.epoch[0] > 0,
+           ("the second run resumed instead of starting over", "第二次训练是接着跑，而不是从头开始"),
+           "restore",
+           ("the second fit began at epoch 1: a fresh model resumes only through BackupAndRestore, with "
+            "the backup_dir the first run wrote to",
+            "第二次 fit 从第 1 个周期开始：新模型只有借助 BackupAndRestore，"
+            "并使用第一次训练写入的 backup_dir，才能接着训练"))
+    expect(history.epoch == list(range(FAILED_AFTER, EPOCHS)),
+           ("it ran only the missing epochs 3 and 4", "它只补跑了缺失的第 3、4 个周期"), "order",
+           (f"it resumed at epoch {history.epoch[0] + 1}, so the backup of epoch {FAILED_AFTER} was never "
+            "written: Keras calls callbacks in list order",
+            f"它从第 {history.epoch[0] + 1} 个周期恢复，说明第 {FAILED_AFTER} 个周期的备份没有写出：Keras "
+            "按列表顺序调用回调"))
+    steps = int(resumed_model.optimizer.iterations.numpy())
+    expect(steps == EPOCHS * STEPS_PER_EPOCH,
+           (f"the optimizer ends at {EPOCHS} × {STEPS_PER_EPOCH} = {EPOCHS * STEPS_PER_EPOCH} steps",
+            f"优化器最终走到 {EPOCHS} × {STEPS_PER_EPOCH} = {EPOCHS * STEPS_PER_EPOCH} 步"), "iterations",
+           (f"optimizer.iterations is {steps}: the restored optimizer continues counting",
+            f"optimizer.iterations 是 {steps}：恢复后的优化器会接着计数"))
+    epochs_logged = [step for step, _ in logged]
+    expect(epochs_logged == list(range(EPOCHS)),
+           ("the logs hold one loss per epoch, from both runs", "日志中每个周期恰好一个损失值，来自两次训练"),
+           "logs",
+           (f"epochs in the logs: {epochs_logged}; both runs must log to the same log_dir",
+            f"日志中的周期：{epochs_logged}；两次训练必须写入同一个 log_dir"))
+    expect(not (os.path.isdir(backup_dir) and os.listdir(backup_dir)),
+           ("the backup was removed once training finished", "训练完成后，备份已被删除"), "backup-left",
+           ("BackupAndRestore deletes its backup when fit completes; did the second run finish?",
+            "fit 完成时 BackupAndRestore 会删除备份；第二次训练是否跑完了？"))

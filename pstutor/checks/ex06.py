@@ -1,0 +1,110 @@
+"""Checks of exercise 6: scheduled evaluation, exact evaluation with `Model.evaluate`, and
+exactly-once evaluation in a custom loop, judged by the visit counts they leave behind."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pstutor.checks import expect, task
+
+NUM_EVAL, NUM_SHARDS = 100, 10
+
+
+@task("06.1")
+def scheduled_evaluation(accuracy) -> None:
+    """A metric on the ps, updated by scheduled steps that covered 100 examples."""
+    import tensorflow as tf
+
+    expect(isinstance(accuracy, tf.keras.metrics.BinaryAccuracy),
+           ("`accuracy` is a BinaryAccuracy metric", "`accuracy` 是一个 BinaryAccuracy 指标"), "metric",
+           ("create the metric the task names", "创建任务中指定的那个指标"))
+    devices = {variable.device for variable in accuracy.variables}
+    expect(devices and all("/job:ps/" in device for device in devices),
+           ("its variables live on the parameter server", "它的变量存放在参数服务器上"), "metric-on-ps",
+           (f"they live on {', '.join(sorted(devices))}: a metric that all workers update must be created "
+            "inside strategy.scope()",
+            f"它们位于 {', '.join(sorted(devices))}：所有工作进程都要更新的指标，"
+            "必须在 strategy.scope() 内创建"))
+    seen = int(accuracy.count.numpy())
+    expect(seen == NUM_EVAL,
+           ("it counted the 100 examples once in total", "它总共计入了 100 个样本"), "example-count",
+           (f"it counted {seen} examples: each step evaluates one batch of 10, so schedule as many steps "
+            "as there are batches, and join() before the check",
+            f"它计入了 {seen} 个样本：每个步骤评估一批 10 个样本，所以有多少批就调度多少个步骤，"
+            "并且在检查之前先 join()"))
+
+
+@task("06.2")
+def exact_evaluate(exact_model) -> None:
+    """Model.evaluate with pss_evaluation_shards: every id evaluated exactly once."""
+    import tensorflow as tf
+
+    expect(isinstance(exact_model, tf.keras.Model),
+           ("`exact_model` is a Keras model", "`exact_model` 是一个 Keras 模型"), "model",
+           ("build it with new_classifier()", "用 new_classifier() 构建它"))
+    expect(all("/job:ps/" in weight.device for weight in exact_model.weights),
+           ("its weights live on the parameter server", "它的权重存放在参数服务器上"), "scope",
+           ("build and compile the model inside strategy.scope(); outside it, Keras evaluates on this "
+            "process and ignores pss_evaluation_shards",
+            "在 strategy.scope() 内构建并编译模型；在作用域之外，Keras 会在当前进程中评估，"
+            "并忽略 pss_evaluation_shards"))
+    shards = getattr(exact_model, "_pss_evaluation_shards", 0)
+    expect(shards,
+           ("it was compiled for exact evaluation", "编译时开启了恰好一次评估"), "no-shards",
+           ("without pss_evaluation_shards, evaluate() schedules ordinary steps, and each worker reads "
+            "its own copy of the data; pass it to compile()",
+            "不指定 pss_evaluation_shards 时，evaluate() 调度的是普通步骤，"
+            "每个工作进程读的都是自己那份数据副本；"
+            "把它传给 compile()"))
+    visits = [metric for metric in exact_model.metrics if hasattr(metric, "counts")]
+    expect(visits,
+           ("it counts visits with the IdVisits metric", "它用 IdVisits 指标统计访问次数"), "id-visits",
+           ("compile with metrics=[IdVisits()]", "编译时传入 metrics=[IdVisits()]"))
+    counts = visits[0].counts.numpy()
+    expect(counts.sum() == NUM_EVAL,
+           ("evaluate() counted 100 visits", "evaluate() 一共计入了 100 次访问"), "evaluated",
+           (f"the metric counted {int(counts.sum())} visits: evaluate the model once, on the finite "
+            "evaluation data with the ids in y_true (with_ids)",
+            f"指标计入了 {int(counts.sum())} 次访问：在有限的评估数据上评估一次模型，"
+            "编号放在 y_true 里（with_ids）"))
+    expect(np.all(counts == 1),
+           ("every id was evaluated exactly once", "每个编号都恰好被评估了一次"), "exactly-once",
+           ("evaluate the finite dataset read from the files, without repeat() or steps",
+            "评估从文件读取的有限数据集，不要 repeat()，也不要指定 steps"))
+
+
+@task("06.3")
+def exactly_once_by_hand(shard_results, visit_counts) -> None:
+    """One closure per shard, each returning its visit counts; together exactly once."""
+    import tensorflow as tf
+
+    remote_value = tf.distribute.experimental.coordinator.RemoteValue
+    expect(isinstance(shard_results, list | tuple)
+           and all(isinstance(result, remote_value) for result in shard_results),
+           ("`shard_results` is a list of RemoteValues", "`shard_results` 是一个 RemoteValue 列表"),
+           "remote-values",
+           ("keep what coordinator.schedule returns, one per shard",
+            "把 coordinator.schedule 的返回值保存下来，每个分片一个"))
+    expect(len(shard_results) == NUM_SHARDS,
+           ("one closure per shard", "每个分片一个闭包"), "one-per-shard",
+           (f"{len(shard_results)} closures for {NUM_SHARDS} shards: schedule the function once per "
+            "shard index",
+            f"{NUM_SHARDS} 个分片却有 {len(shard_results)} 个闭包：每个分片编号调度一次函数"))
+    returned = [result.fetch() for result in shard_results]
+    expect(all(value is not None and np.shape(value) == (NUM_EVAL,) for value in returned),
+           ("every closure returned its shard's 100 visit counts",
+            "每个闭包都返回了自己分片的 100 个访问计数"),
+           "returned",
+           ("return the counts from the function instead of writing them into a shared variable: "
+            "a retried closure would add to a variable twice, but only one return value counts",
+            "让函数把计数作为返回值交回，而不是写进共享变量：被重试的闭包会往变量里加两次，而返回值只有一个会被采用"))
+    total = np.sum([np.asarray(value) for value in returned], axis=0)
+    expect(np.array_equal(np.asarray(visit_counts), total),
+           ("`visit_counts` is the sum of the fetched vectors", "`visit_counts` 是取回的各个向量之和"), "sum",
+           ("add up what fetch() returns for every RemoteValue", "把每个 RemoteValue 的 fetch() 结果加起来"))
+    expect(np.all(total == 1),
+           ("every id was evaluated exactly once", "每个编号都恰好被评估了一次"), "shard",
+           (f"ids were seen between {int(total.min())} and {int(total.max())} times: each closure must read "
+            "only its own shard of the dataset (dataset.shard)",
+            f"各编号被看到的次数在 {int(total.min())} 到 {int(total.max())} 之间：每个闭包只能读取数据集中"
+            "属于自己的那个分片（dataset.shard）"))
