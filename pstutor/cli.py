@@ -1,4 +1,4 @@
-"""The `pstutor` command: `demo` (the main job), `doctor` and `build`."""
+"""The `pstutor` command: `demo` (the main job), `doctor`, `build`, `cluster` and `compare`."""
 
 from __future__ import annotations
 
@@ -85,6 +85,47 @@ def _launch_files(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    import signal
+
+    from pstutor.compare import CompareError, check_strategies, compare, format_table
+
+    try:
+        names = check_strategies([n.strip() for n in args.strategies.split(",") if n.strip()])
+    except ValueError as err:
+        print(f"pstutor compare: {err}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a plain `kill` also stops the children
+    listed = ", ".join(names)
+    print(say(f"comparing {listed} on {args.examples} examples, one fresh process each",
+              f"正在比较 {listed}，每个策略训练 {args.examples} 个样本，各用一个新进程"), flush=True)
+    try:
+        results = compare(names, args.examples, batch_size=args.batch_size,
+                          steps_per_execution=args.steps_per_execution, timeout=args.timeout,
+                          progress=lambda line: print(line, flush=True))
+    except CompareError as err:
+        print(f"pstutor compare: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(say("interrupted; every child process was stopped.", "已中断；所有子进程均已停止。"),
+              file=sys.stderr)
+        return 130
+    print()
+    print(format_table(results))
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from pstutor.grade import grade, summary
+
+    submissions = grade(args.submissions, args.out, timeout=args.timeout, sandbox=not args.no_sandbox,
+                        log=lambda line: print(line, flush=True))
+    print()
+    print(summary(submissions))
+    print(say(f"table written to {args.out}", f"结果表已写入 {args.out}"))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
     main = argparse.ArgumentParser(
@@ -128,6 +169,27 @@ def parser() -> argparse.ArgumentParser:
                        help="container image for Kubernetes")
     files.add_argument("--out", type=Path, default=Path("launch"))
     files.set_defaults(run=_launch_files)
+
+    versus = commands.add_parser("compare", help="train one model under each strategy, side by side")
+    versus.add_argument("--strategies", default="none,mirrored,ps,mwms",
+                        help="comma-separated: none, mirrored, ps, mwms (default: all four)")
+    versus.add_argument("--examples", type=_positive, default=8192,
+                        help="examples trained and timed per strategy (default: 8192)")
+    versus.add_argument("--batch-size", type=_positive, default=32, help="per replica (default: 32)")
+    versus.add_argument("--steps-per-execution", type=_positive, default=1)
+    versus.add_argument("--timeout", type=_positive, default=300, help="seconds per strategy")
+    versus.set_defaults(run=_compare)
+
+    marks = commands.add_parser("grade", help="run a class's exercise notebooks: a task x student table")
+    marks.add_argument("submissions", type=Path,
+                       help="folder with one .ipynb per student (the file name names the student)")
+    marks.add_argument("--out", type=Path, default=Path("grades.csv"),
+                       help="the CSV table (default: grades.csv)")
+    marks.add_argument("--timeout", type=_positive, default=300,
+                       help="seconds per submission (default: 300)")
+    marks.add_argument("--no-sandbox", action="store_true",
+                       help="run without the file-write fence (only where Landlock is missing)")
+    marks.set_defaults(run=_grade)
     return main
 
 
@@ -145,10 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except (ValueError, RuntimeError) as err:  # bad input or a cluster that failed: say why
+        from pstutor.grade import GradingError
         from pstutor.local_cluster import ClusterStartError
         from pstutor.tf_config import TFConfigError
 
-        if not isinstance(err, TFConfigError | ClusterStartError):
+        if not isinstance(err, TFConfigError | ClusterStartError | GradingError):
             raise
         print(f"pstutor: {err}", file=sys.stderr)
         return 2

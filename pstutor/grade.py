@@ -35,6 +35,10 @@ CRASHED, NOT_ATTEMPTED, INVALID = "crashed", "not attempted", "invalid"
 _KERNEL = "pstutor-grading"
 
 
+class GradingError(ValueError):
+    """The grading itself cannot start: no such folder, no notebooks, no write-fence."""
+
+
 @dataclasses.dataclass
 class Submission:
     """One student's notebook and what grading found, task by task."""
@@ -51,19 +55,19 @@ def grade(folder: Path, table: Path, *, timeout: float = 300, sandbox: bool = Tr
     """Grade every `*.ipynb` in `folder` (one per student) and write the CSV `table`."""
     folder, table = Path(folder), Path(table)
     if not folder.is_dir():
-        raise ValueError(say(f"{folder} is not a folder", f"{folder} 不是文件夹"))
+        raise GradingError(say(f"{folder} is not a folder", f"{folder} 不是文件夹"))
     if sandbox:
         from pstutor.sandbox import landlock_version
 
         if landlock_version() < 1:
-            raise RuntimeError(say(
+            raise GradingError(say(
                 "this system cannot fence the submissions' file writes (Landlock, Linux 5.13+); "
                 "grade in a container or VM, or pass --no-sandbox if you trust every submission",
                 "本系统无法限制提交代码写文件（需要 Landlock，Linux 5.13+）；请在容器或虚拟机中评分，"
                 "或者在信任所有提交时加上 --no-sandbox"))
     paths = sorted(folder.glob("*.ipynb"))
     if not paths:
-        raise ValueError(say(f"no .ipynb files in {folder}", f"{folder} 中没有 .ipynb 文件"))
+        raise GradingError(say(f"no .ipynb files in {folder}", f"{folder} 中没有 .ipynb 文件"))
     submissions = []
     for number, path in enumerate(paths, 1):
         log(say(f"[{number}/{len(paths)}] {path.name} ...", f"[{number}/{len(paths)}] {path.name} ……"))

@@ -1,0 +1,274 @@
+"""The strategy comparison behind lesson 9 and `pstutor compare`.
+
+`compare()` trains one small model under each strategy, each in a fresh process (so that
+every strategy starts from a clean TensorFlow runtime, and logical CPU devices can still be
+configured), and returns one record per strategy. `run_workers()` runs a program as several
+local worker processes, each with its own `TF_CONFIG`, which is what
+`MultiWorkerMirroredStrategy` needs; `run_program()` runs one program in a fresh process.
+
+No orphans: children are stopped when the run ends, fails, times out or is interrupted
+(Ctrl-C), at interpreter exit, and they end themselves when this process is killed
+(`compare_worker.guard_parent`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import difflib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from pstutor import compare_worker
+from pstutor.language import say
+from pstutor.task_server import PARENT_ENV
+from pstutor.tf_config import cluster_dict, make_tf_config
+
+STRATEGIES = ("none", "mirrored", "ps", "mwms")
+NAMES = {
+    "none": "no strategy",
+    "mirrored": "MirroredStrategy",
+    "ps": "ParameterServerStrategy",
+    "mwms": "MultiWorkerMirroredStrategy",
+}
+TRAINING = {"none": "-", "mirrored": "sync", "ps": "async", "mwms": "sync"}
+COLUMNS = ("strategy", "training", "replicas", "global_batch", "examples_per_s", "steps_per_s",
+           "loss", "startup_s", "changed_lines")
+
+
+class CompareError(RuntimeError):
+    """A run failed or took too long; the message names it and quotes its last output."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerRun:
+    """What one worker process of `run_workers` did."""
+
+    task_id: int
+    returncode: int
+    output: str
+
+
+def compare(
+    strategies: Iterable[str] = STRATEGIES, examples: int = 8192, *, batch_size: int = 32,
+    learning_rate: float = 0.05, steps_per_execution: int = 1,
+    progress: Callable[[str], None] | None = None, timeout: float = 180.0,
+) -> list[dict]:
+    """Train the same model under each strategy, one fresh process each; one record per strategy.
+
+    `examples` are trained after a warm-up (tracing) and timed; `batch_size` is per replica
+    and the learning rate is scaled by the number of replicas. Records hold: strategy,
+    training (sync/async), replicas, global_batch, examples_per_s, steps_per_s, loss (on all
+    the data, after the same examples), startup_s (from launch until training runs) and
+    changed_lines (strategy-specific lines, compared with no strategy).
+    """
+    names = check_strategies(strategies)
+    for label, value in (("examples", examples), ("batch_size", batch_size),
+                         ("steps_per_execution", steps_per_execution), ("timeout", timeout),
+                         ("learning_rate", learning_rate)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(say(f"{label} must be a positive number, not {value!r}.",
+                                 f"{label} 必须是正数，而不是 {value!r}。"))
+    report = progress or (lambda line: None)
+    results = []
+    for number, name in enumerate(names, start=1):
+        prefix = f"[{number}/{len(names)}] {name:8}"
+        report(say(f"{prefix} starting ({NAMES[name]}) ...", f"{prefix} 正在启动（{NAMES[name]}）……"))
+        args = ["bench", name, "--examples", str(examples), "--batch-size", str(batch_size),
+                "--learning-rate", str(learning_rate), "--steps-per-execution", str(steps_per_execution)]
+        result = _bench(name, args, timeout)
+        result.update(training=TRAINING[name], changed_lines=changed_lines(name))
+        results.append({column: result[column] for column in COLUMNS})
+        report(say(
+            f"{prefix} {result['examples_per_s']:,.0f} examples/s, loss {result['loss']:.4f}, "
+            f"start-up {result['startup_s']:.1f} s",
+            f"{prefix} 每秒 {result['examples_per_s']:,.0f} 个样本，损失 {result['loss']:.4f}，"
+            f"启动 {result['startup_s']:.1f} 秒"))
+    return results
+
+
+def check_strategies(strategies: Iterable[str]) -> list[str]:
+    """The names as a list, or a ValueError naming the unknown ones and the known ones."""
+    names = [strategies] if isinstance(strategies, str) else list(strategies)
+    unknown = [n for n in names if n not in STRATEGIES]
+    if unknown or not names:
+        raise ValueError(say(
+            f"Unknown strategy name(s): {', '.join(map(repr, unknown)) or '(none given)'}. "
+            f"Choose from: {', '.join(STRATEGIES)}.",
+            f"未知的策略名称：{', '.join(map(repr, unknown)) or '（未给出）'}。"
+            f"可选：{', '.join(STRATEGIES)}。"))
+    return names
+
+
+def strategy_code(name: str) -> list[str]:
+    """The lines that create one strategy in the comparison (the body of its maker)."""
+    check_strategies([name])
+    source = textwrap.dedent(inspect.getsource(compare_worker.MAKERS[name]))
+    body = source.split('"""', 2)[2]  # after the docstring
+    return [line for line in textwrap.dedent(body).splitlines() if line.strip()]
+
+
+def changed_lines(name: str) -> int:
+    """How many lines of `name`'s strategy code are new compared with no strategy."""
+    diff = difflib.ndiff(strategy_code("none"), strategy_code(name))
+    return sum(line.startswith("+ ") for line in diff)
+
+
+def format_table(results: Sequence[dict]) -> str:
+    """The records as an aligned text table (no pandas needed)."""
+    headers = ("strategy", "training", "replicas", "global batch", "examples/s", "steps/s",
+               "loss", "start-up s", "changed lines")
+    rows = [(r["strategy"], r["training"], str(r["replicas"]), str(r["global_batch"]),
+             f"{r['examples_per_s']:,.0f}", f"{r['steps_per_s']:,.0f}", f"{r['loss']:.4f}",
+             f"{r['startup_s']:.1f}", str(r["changed_lines"])) for r in results]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(
+        zip(headers, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    return "\n".join(lines)
+
+
+def run_workers(program: str | Path, num_workers: int = 2, *, args: Sequence[str] = (),
+                cwd: str | Path | None = None, timeout: float = 180.0) -> list[WorkerRun]:
+    """Run `program` as `num_workers` local processes, each with its own `TF_CONFIG`; wait for all.
+
+    The workers find each other on free loopback ports. If one fails, the others are
+    stopped (they would wait for it forever in a collective); on timeout or Ctrl-C all are
+    stopped and the error is raised.
+    """
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(say(f"num_workers must be at least 1, not {num_workers!r}.",
+                             f"num_workers 至少为 1，而不是 {num_workers!r}。"))
+    command = ["script", str(Path(program).resolve()), *args]
+    return _run_group([command] * num_workers, cwd, timeout)
+
+
+def run_program(program: str | Path, *, args: Sequence[str] = (), cwd: str | Path | None = None,
+                timeout: float = 180.0) -> WorkerRun:
+    """Run `program` in one fresh, guarded process (no `TF_CONFIG`); wait for it, like `run_workers`."""
+    with ProcessGroup() as group:
+        group.spawn(["script", str(Path(program).resolve()), *args], {}, cwd)
+        group.wait(timeout)
+        return group.runs()[0]
+
+
+def _bench(name: str, args: list[str], timeout: float) -> dict:
+    """Run one strategy's benchmark (two worker processes for mwms); return its RESULT record."""
+    if name == "mwms":
+        runs = _run_group([args] * 2, None, timeout)
+    else:
+        with ProcessGroup() as group:
+            group.spawn(args, {})
+            group.wait(timeout)
+            runs = group.runs()
+    for run in runs:
+        if run.returncode != 0:
+            code, tail = run.returncode, run.output[-2000:]
+            raise CompareError(say(f"{name} failed (worker {run.task_id}, exit code {code}):\n{tail}",
+                                   f"{name} 运行失败（工作进程 {run.task_id}，退出码 {code}）：\n{tail}"))
+    line = next((line for line in runs[0].output.splitlines() if line.startswith("RESULT ")), None)
+    if line is None:
+        raise CompareError(say(f"{name} printed no result:\n{runs[0].output[-2000:]}",
+                               f"{name} 没有输出结果：\n{runs[0].output[-2000:]}"))
+    return json.loads(line[len("RESULT "):])
+
+
+def _run_group(commands: list[list[str]], cwd: str | Path | None, timeout: float) -> list[WorkerRun]:
+    cluster = cluster_dict(len(commands))
+    with ProcessGroup() as group:
+        for index, command in enumerate(commands):
+            group.spawn(command, {"TF_CONFIG": make_tf_config(cluster, "worker", index).to_json()}, cwd)
+        group.wait(timeout)
+        return group.runs()
+
+
+class ProcessGroup:
+    """`python -m pstutor.compare_worker` children that never outlive this process."""
+
+    def __init__(self) -> None:
+        self._processes: list[subprocess.Popen] = []
+        self._logs: list[Path] = []
+        self._log_dir: Path | None = None
+        self._launched = time.time()
+
+    def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | Path | None = None) -> None:
+        """Start one child; benchmark children learn when the group started (for start-up time)."""
+        if self._log_dir is None:
+            self._log_dir = Path(tempfile.mkdtemp(prefix="pstutor-compare-"))
+            self._launched = time.time()
+            _LIVE.add(self)
+        full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+        full_env.update(env, **{PARENT_ENV: str(os.getpid())})
+        argv = [sys.executable, "-m", "pstutor.compare_worker", *args]
+        if args and args[0] == "bench":
+            argv += ["--launched", repr(self._launched)]
+        log = self._log_dir / f"{len(self._processes)}.log"
+        with open(log, "wb") as handle:
+            self._processes.append(subprocess.Popen(
+                argv, env=full_env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL))
+        self._logs.append(log)
+
+    def wait(self, timeout: float) -> None:
+        """Wait until all children end, or one fails (the rest are then stopped); raise on timeout."""
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in self._processes):
+            if any(p.poll() not in (None, 0) for p in self._processes):
+                self.close(remove_logs=False)
+                return
+            if time.monotonic() > deadline:
+                self.close(remove_logs=False)
+                tail = self._logs[0].read_text(errors="replace")[-2000:] if self._logs else ""
+                raise CompareError(say(f"no result within {timeout:.0f} s; last output:\n{tail}",
+                                       f"{timeout:.0f} 秒内没有结果；最后的输出：\n{tail}"))
+            time.sleep(0.05)
+
+    def runs(self) -> list[WorkerRun]:
+        """Exit code and output of every child (after `wait`)."""
+        return [WorkerRun(i, p.returncode, log.read_text(errors="replace"))
+                for i, (p, log) in enumerate(zip(self._processes, self._logs, strict=True))]
+
+    def close(self, remove_logs: bool = True) -> None:
+        """Stop every child still running: SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
+        for process in self._processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 5
+        for process in self._processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        _LIVE.discard(self)
+        if remove_logs and self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_LIVE: set[ProcessGroup] = set()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Normal interpreter exit: stop every child still running."""
+    for group in list(_LIVE):
+        group.close()

@@ -1,0 +1,147 @@
+"""The strategy comparison: real TensorFlow under each strategy, the command line, and no orphans."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import ROOT, clean_env, descendants, run_pstutor
+
+from pstutor import compare
+
+
+def test_every_strategy_trains_and_is_measured():
+    lines = []
+    results = compare.compare(compare.STRATEGIES, examples=1024, progress=lines.append)
+    assert [r["strategy"] for r in results] == list(compare.STRATEGIES)
+    for record in results:
+        assert set(record) == set(compare.COLUMNS)
+        assert record["examples_per_s"] > 0 and record["steps_per_s"] > 0, record
+        assert math.isfinite(record["loss"]) and 0 < record["loss"] < 1.0, record
+        assert record["startup_s"] > 0
+        assert record["global_batch"] == 32 * record["replicas"]
+    replicas = {r["strategy"]: r["replicas"] for r in results}
+    assert replicas["none"] == 1 and replicas["mwms"] % 2 == 0  # two workers, each its devices
+    assert replicas["mirrored"] >= 1 and replicas["ps"] >= 1  # 2 logical CPUs here, or the GPUs
+    # synchronous training with a scaled learning rate ends where one device ends
+    losses = {r["strategy"]: r["loss"] for r in results}
+    assert losses["mwms"] == pytest.approx(losses["none"], abs=0.01)
+    assert sum("starting" in line for line in lines) == 4 and sum("examples/s" in line for line in lines) == 4
+    assert not descendants(os.getpid()), "a child process outlived the comparison"
+
+
+def test_table_and_code_diff():
+    rows = [{"strategy": "none", "training": "-", "replicas": 1, "global_batch": 32,
+             "examples_per_s": 40000.0, "steps_per_s": 1250.0, "loss": 0.25, "startup_s": 3.0,
+             "changed_lines": 0}]
+    table = compare.format_table(rows).splitlines()
+    assert table[0].split()[:3] == ["strategy", "training", "replicas"]
+    assert "40,000" in table[2] and "0.2500" in table[2]
+    assert compare.strategy_code("mwms") == ["return tf.distribute.MultiWorkerMirroredStrategy()"]
+    assert compare.changed_lines("none") == 0 and compare.changed_lines("mirrored") >= 3
+
+
+@pytest.mark.parametrize("bad", [["none", "horovod"], [], "tpu"])
+def test_unknown_strategies_are_refused(bad):
+    with pytest.raises(ValueError, match="Choose from: none, mirrored, ps, mwms"):
+        compare.compare(bad)
+
+
+@pytest.mark.parametrize("field", ["examples", "batch_size", "steps_per_execution", "timeout"])
+def test_non_positive_numbers_are_refused(field):
+    with pytest.raises(ValueError, match=f"{field} must be a positive number"):
+        compare.compare(["none"], **{field: 0})
+
+
+def test_run_workers_gives_each_worker_its_own_tf_config_and_stops_them_on_failure(tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(textwrap.dedent("""\
+        import json, os, sys, time
+        task = json.loads(os.environ["TF_CONFIG"])["task"]
+        print(task["type"], task["index"], sys.argv[1], flush=True)
+        if task["index"] == 1:
+            sys.exit(3)
+        time.sleep(60)  # worker 0 would wait for worker 1 forever
+    """))
+    started = time.monotonic()
+    runs = compare.run_workers(program, 2, args=["hello"], timeout=30)
+    assert time.monotonic() - started < 20, "the failure must stop the other worker"
+    assert runs[0].output.strip() == "worker 0 hello" and runs[1].output.strip() == "worker 1 hello"
+    assert runs[1].returncode == 3 and runs[0].returncode != 0  # stopped, not finished
+    assert not descendants(os.getpid())
+
+
+def test_run_workers_times_out_and_leaves_nothing(tmp_path):
+    program = tmp_path / "slow.py"
+    program.write_text("import time\ntime.sleep(60)\n")
+    with pytest.raises(compare.CompareError, match="no result within 2 s"):
+        compare.run_workers(program, 2, timeout=2)
+    assert not descendants(os.getpid())
+
+
+def test_children_die_with_a_killed_parent(tmp_path):
+    """SIGKILL the process that ran the comparison: its children end themselves."""
+    program = tmp_path / "slow.py"
+    program.write_text("import time\ntime.sleep(120)\n")
+    code = textwrap.dedent(f"""\
+        from pstutor import compare
+        compare.run_workers({str(program)!r}, 2, timeout=120)
+    """)
+    env = dict(clean_env(), TMPDIR=str(tmp_path))  # a killed parent cannot remove its log folder
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while len(descendants(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        children = descendants(parent.pid)
+        assert len(children) == 2
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in children):
+            assert time.monotonic() < deadline, "children outlived their parent"
+            time.sleep(0.1)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cli_prints_progress_and_the_table():
+    result = run_pstutor("compare", "--strategies", "none,ps", "--examples", "512")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "[1/2] none     starting" in out and "[2/2] ps       starting" in out
+    assert out.count("examples/s,") == 2
+    header = next(line for line in out.splitlines() if line.startswith("strategy"))
+    assert "examples/s" in header and "changed lines" in header
+
+
+def test_cli_speaks_chinese():
+    result = run_pstutor("--lang", "zh", "compare", "--strategies", "none", "--examples", "256")
+    assert result.returncode == 0, result.stderr
+    assert "正在比较" in result.stdout and "每秒" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--strategies", "none,horovod"], "Unknown strategy name(s): 'horovod'"),
+    (["--examples", "0"], "must be at least 1"),
+    (["--examples", "-5"], "must be at least 1"),
+    (["--batch-size", "x"], "invalid _positive value"),
+])
+def test_cli_refuses_bad_input(args, message):
+    result = run_pstutor("compare", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
