@@ -194,3 +194,13 @@ def test_the_readme_links_every_notebook():
     for source, variant, lang in TARGETS:
         relative = build.notebook_path(source, lang, variant).relative_to(ROOT).as_posix()
         assert f"]({relative})" in readme, f"README's course map lacks {relative}"
+
+
+LOCAL_ONLY = re.compile(r"\.\./|\b(lessons|tests|benchmarks|notebooks|solutions|exercises)/|__file__|/work/")
+
+
+@pytest.mark.parametrize("source, variant, lang", TARGETS, ids=_id)
+def test_code_needs_no_file_of_a_local_clone(source, variant, lang):
+    """In Colab only the notebook and the installed package exist."""
+    for code in _code(_committed(source, lang, variant)):
+        assert not LOCAL_ONLY.search(code), f"refers to a file of the clone: {code[:120]}"

@@ -1,0 +1,162 @@
+"""Checks of exercise 4: the per-worker input pipeline, the step function, schedule and join."""
+
+from __future__ import annotations
+
+import math
+
+from pstutor.checks import expect, task
+
+GLOBAL_BATCH_SIZE = 8  # as in the exercise
+BATCHES_PER_PASS = 240 // GLOBAL_BATCH_SIZE  # 240 examples
+VOCABULARY_SIZE = 8  # 7 words + the out-of-vocabulary id 0
+
+
+@task("04.1")
+def per_worker_pipeline(word_lookup, label_lookup, per_worker_dataset, per_worker_iterator,
+                        coordinator) -> None:
+    """Lookup tables copied to the workers, and a repeating per-worker pipeline of id batches."""
+    import tensorflow as tf
+    from tensorflow.python.distribute.coordinator import values
+
+    tables = [type(getattr(layer, "lookup_table", None)).__name__ for layer in (word_lookup, label_lookup)]
+    expect(tables == ["DistributedTable", "DistributedTable"],
+           ("both lookup tables are copied to every worker", "两张查找表都会复制到每个工作进程上"),
+           "lookup-scope",
+           ("a lookup layer created outside strategy.scope() keeps its table on the coordinator, "
+            "so every lookup on a worker becomes a remote call",
+            "在 strategy.scope() 之外创建的查找层会把查找表留在协调器上，"
+            "工作进程上的每次查找都变成一次远程调用"))
+    expect(isinstance(per_worker_dataset, values.PerWorkerDatasetFromDatasetFunction),
+           ("`per_worker_dataset` has one dataset per worker",
+            "`per_worker_dataset` 为每个工作进程各有一份数据集"),
+           "per-worker-dataset",
+           ("the coordinator must build the dataset on every worker from your function",
+            "数据集要由协调器根据你的函数在每个工作进程上分别构建"))
+    expect(isinstance(per_worker_iterator, tf.distribute.experimental.coordinator.PerWorkerValues),
+           ("`per_worker_iterator` has one iterator per worker",
+            "`per_worker_iterator` 为每个工作进程各有一个迭代器"),
+           "iterator",
+           ("iterate the per-worker dataset itself", "对每个工作进程的数据集本身调用 iter()"))
+    spec = per_worker_dataset.element_spec
+    shapes_ok = (isinstance(spec, tuple) and len(spec) == 2
+                 and all(isinstance(s, tf.TensorSpec) and s.dtype == tf.int64 for s in spec)
+                 and spec[0].shape.as_list()[-1:] == [3])
+    expect(shapes_ok,
+           ("each element is the pair (word ids, label ids)", "每个元素都是（词编号, 标签编号）这一对张量"),
+           "elements",
+           ("map every batch through both lookup layers and return the two results as a tuple",
+            "用两个查找层映射每个批次，并把两个结果组成一个元组返回"))
+    count, rows, top_word, top_label = coordinator.schedule(
+        _count_batches(), args=(iter(per_worker_dataset),)).fetch()
+    expect(rows == GLOBAL_BATCH_SIZE,
+           ("a batch holds the per-replica share of the global batch",
+            "每个批次是全局批次中每个副本分得的那一份"),
+           "batch",
+           (f"a batch had {rows} examples: ask the input context for the per-replica batch size",
+            f"一个批次有 {rows} 个样本：向输入上下文询问每个副本的批次大小"))
+    expect(0 <= top_word < VOCABULARY_SIZE and 0 <= top_label <= 1,
+           ("the batches hold ids from the two vocabularies", "批次中是两个词表里的编号"), "elements",
+           ("look up the words with word_lookup and the labels with label_lookup",
+            "用 word_lookup 查词，用 label_lookup 查标签"))
+    expect(count == BATCHES_PER_PASS + 4,
+           ("a worker can read more batches than one pass holds", "工作进程能读到的批次多于一遍数据的批次数"),
+           "repeat",
+           (f"the pipeline ran dry after {count} batches; the loop, not the data, decides how many "
+            "steps run",
+            f"流水线读了 {count} 个批次就耗尽了；执行多少步应由训练循环决定，而不是由数据决定"))
+
+
+@task("04.2")
+def step_function(step_fn, model, optimizer, coordinator) -> None:
+    """One step on a known batch: the returned loss, the update and the step counter."""
+    import numpy as np
+    import tensorflow as tf
+
+    expect(isinstance(step_fn, tf.types.experimental.PolymorphicFunction),
+           ("`step_fn` is a tf.function", "`step_fn` 是 tf.function"), "tf-function",
+           ("the coordinator only schedules functions it can trace into a graph and send to a worker",
+            "协调器只调度那些能被追踪成计算图、再发送到工作进程上的函数"))
+    strategy = coordinator.strategy
+    rng = np.random.default_rng(4)
+    words = tf.constant(rng.integers(0, VOCABULARY_SIZE, size=(GLOBAL_BATCH_SIZE, 3)), tf.int64)
+    labels = tf.constant(rng.integers(0, 2, size=(GLOBAL_BATCH_SIZE, 1)), tf.int64)
+    known = coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(
+        lambda _: tf.data.Dataset.from_tensors((words, labels)).repeat()))
+    coordinator.join()  # nothing else runs: the step sees the weights read here
+    expected = float(tf.reduce_mean(tf.keras.losses.binary_crossentropy(
+        tf.cast(labels, tf.float32), model(words), from_logits=True)))
+    weights = [variable.numpy() for variable in model.trainable_variables]
+    steps = int(optimizer.iterations.numpy())
+    loss = coordinator.schedule(step_fn, args=(iter(known),)).fetch()
+    expect(loss is not None and np.ndim(loss) == 0,
+           ("`step_fn` returns one loss value", "`step_fn` 返回一个损失值"), "returns-loss",
+           ("return the loss after combining the replicas' losses into one value",
+            "把各副本的损失合并成一个值之后，把它返回"))
+    changed = any(not np.array_equal(old, new.numpy())
+                  for old, new in zip(weights, model.trainable_variables, strict=True))
+    expect(changed and int(optimizer.iterations.numpy()) == steps + 1,
+           ("the step updates the weights once", "这一步把权重更新了一次"), "apply",
+           ("computing gradients changes nothing until the optimizer applies them",
+            "只计算梯度不会改变任何东西，要由优化器应用梯度才行"))
+    expect(math.isclose(float(loss), expected, rel_tol=1e-4, abs_tol=1e-5),
+           ("it returns the cross-entropy averaged over the global batch",
+            "它返回按全局批次求平均的交叉熵"), "loss",
+           (f"expected {expected:.4f}, got {float(loss):.4f}; the model outputs logits, and the loss "
+            "is averaged over the global batch",
+            f"应为 {expected:.4f}，实际为 {float(loss):.4f}；模型输出的是 logits，损失要按全局批次求平均"))
+
+
+@task("04.3")
+def schedule_and_join(losses, num_steps, steps_before, steps_after_loop, optimizer, coordinator) -> None:
+    """Every step scheduled, kept as a RemoteValue, and finished before the counter was read."""
+    import tensorflow as tf
+
+    RemoteValue = tf.distribute.experimental.coordinator.RemoteValue
+    expect(isinstance(losses, (list, tuple)) and len(losses) == num_steps,
+           (f"`losses` holds {num_steps} results", f"`losses` 中有 {num_steps} 个结果"), "count",
+           ("schedule the step once per step and keep what each call returns",
+            "每一步调度一次，并保存每次调用的返回值"))
+    expect(all(isinstance(value, RemoteValue) for value in losses),
+           ("they are RemoteValues, kept while the steps run",
+            "它们都是 RemoteValue，在步骤执行期间被保存下来"),
+           "remote-values",
+           ("fetching inside the loop waits for each step before scheduling the next, so only one "
+            "worker is ever busy",
+            "在循环里取回结果，会在调度下一步之前等待上一步完成，于是始终只有一个工作进程在忙"))
+    coordinator.join()
+    ran = int(optimizer.iterations.numpy()) - steps_before
+    expect(ran == num_steps,
+           ("every scheduled step updated the model once", "每个被调度的步骤都更新了一次模型"), "step-count",
+           (f"{ran} updates for {num_steps} steps: each step must apply its gradients once (task 2)",
+            f"{num_steps} 步只有 {ran} 次更新：每一步都必须应用一次梯度（任务 2）"))
+    expect(steps_after_loop - steps_before == num_steps,
+           ("all steps had finished when your code ended", "你的代码结束时，所有步骤都已执行完毕"), "join",
+           (f"only {steps_after_loop - steps_before} of {num_steps} steps had finished: schedule returns "
+            "at once, so wait for the queue to empty",
+            f"当时 {num_steps} 步中只完成了 {steps_after_loop - steps_before} 步：schedule 会立即返回，"
+            "所以要等待队列清空"))
+    values = coordinator.fetch(losses)
+    expect(all(value is not None and math.isfinite(float(value)) for value in values),
+           ("every step returned a finite loss", "每一步都返回了有限的损失值"), "losses",
+           ("the step function must return its loss (task 2)", "步骤函数必须返回它的损失值（任务 2）"))
+
+
+def _count_batches():
+    """A scheduled reader: how many of BATCHES_PER_PASS + 4 batches exist, and what they hold."""
+    import tensorflow as tf
+
+    @tf.function
+    def count_batches(iterator):
+        count, rows = tf.constant(0), tf.constant(0)
+        top_word, top_label = tf.constant(-1, tf.int64), tf.constant(-1, tf.int64)
+        for _ in tf.range(BATCHES_PER_PASS + 4):
+            optional = iterator.get_next_as_optional()
+            if optional.has_value():
+                words, labels = optional.get_value()
+                count += 1
+                rows = tf.shape(words)[0]
+                top_word = tf.maximum(top_word, tf.reduce_max(words))
+                top_label = tf.maximum(top_label, tf.reduce_max(labels))
+        return count, rows, top_word, top_label
+
+    return count_batches

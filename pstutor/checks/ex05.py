@@ -1,0 +1,145 @@
+"""Checks of exercise 5: the InputContext this strategy passes, a synchronous job's, sharding by worker."""
+
+from __future__ import annotations
+
+import itertools
+
+from pstutor.checks import expect, task
+
+NUM_IDS = 32  # as in the exercise: ids 0..31
+BATCH_SIZE = 8
+READ_BATCHES = NUM_IDS // BATCH_SIZE  # the whole data once, or a half-size shard twice
+
+
+@task("05.1")
+def context_of_this_strategy(contexts, per_worker_dataset, coordinator) -> None:
+    """The contexts the strategy passed to dataset_fn, and a repeating per-worker pipeline."""
+    import tensorflow as tf
+
+    _expect_per_worker(per_worker_dataset, "per_worker_dataset")
+    expect(isinstance(contexts, list) and contexts
+           and all(isinstance(c, tf.distribute.InputContext) for c in contexts),
+           ("`contexts` holds the InputContexts your dataset_fn received",
+            "`contexts` 中保存着你的 dataset_fn 收到的 InputContext"), "contexts",
+           ("append every input_context your dataset_fn receives to `contexts`",
+            "把 dataset_fn 收到的每个 input_context 都追加到 `contexts` 中"))
+    expect(all((c.num_input_pipelines, c.input_pipeline_id) == (1, 0) for c in contexts),
+           ("every context came from the strategy: 1 input pipeline, id 0",
+            "每个输入上下文都来自策略：1 条输入流水线，编号 0"), "strategy-calls",
+           ("do not build the InputContext yourself: hand dataset_fn to the strategy's "
+            "distribute_datasets_from_function, which calls it with the context it chose",
+            "不要自己构造 InputContext：把 dataset_fn 交给策略的 distribute_datasets_from_function，"
+            "由它用自己选定的输入上下文来调用"))
+    count, rows = coordinator.schedule(_read(), args=(iter(per_worker_dataset),)).fetch()[1:]
+    expect(rows == BATCH_SIZE,
+           ("a batch holds the per-replica share of BATCH_SIZE",
+            "每个批次是 BATCH_SIZE 中每个副本分得的份额"),
+           "batch",
+           (f"a batch had {rows} ids: ask the input context for the per-replica batch size",
+            f"一个批次有 {rows} 个编号：向输入上下文询问每个副本的批次大小"))
+    expect(count == 2 * READ_BATCHES,
+           ("a worker can read past the end of the data", "工作进程可以读过数据的末尾"), "repeat",
+           (f"the pipeline ran dry after {count} batches; the scheduled steps, not the data, "
+            "decide how much is read",
+            f"流水线读了 {count} 个批次就耗尽了；读多少应由调度的训练步骤决定，而不是由数据决定"))
+
+
+@task("05.2")
+def context_of_a_synchronous_job(sync_context, per_replica_batch) -> None:
+    """Worker 2 of 4, with 2 replicas each, and a global batch of 64."""
+    import tensorflow as tf
+
+    expect(isinstance(sync_context, tf.distribute.InputContext),
+           ("`sync_context` is a tf.distribute.InputContext", "`sync_context` 是 tf.distribute.InputContext"),
+           "context",
+           ("create the context with tf.distribute.InputContext(...)",
+            "用 tf.distribute.InputContext(...) 创建输入上下文"))
+    expect(sync_context.num_input_pipelines == 4,
+           ("it has one input pipeline per worker", "每个工作进程一条输入流水线"), "pipelines",
+           ("a synchronous multi-worker job runs one input pipeline on each worker",
+            "同步的多工作进程训练作业在每个工作进程上各运行一条输入流水线"))
+    expect(sync_context.input_pipeline_id == 2,
+           ("it is the pipeline of the worker with index 2", "它是编号为 2 的工作进程的输入流水线"),
+           "pipeline-id",
+           ("the pipeline id is the worker's task index, counted from 0",
+            "流水线编号就是工作进程的任务编号，从 0 开始"))
+    expect(sync_context.num_replicas_in_sync == 8,
+           ("it counts the replicas of the whole job", "它统计的是整个作业的副本"), "replicas",
+           (f"{sync_context.num_replicas_in_sync} replicas: count the replicas of the whole job, "
+            "on every worker, not those of one worker",
+            f"{sync_context.num_replicas_in_sync} 个副本：要数的是整个作业在所有工作进程上的副本，"
+            "而不是一个工作进程上的"))
+    expect(per_replica_batch == 8,
+           ("`per_replica_batch` is one replica's share of the global batch",
+            "`per_replica_batch` 是一个副本在全局批次中分得的份额"), "per-replica",
+           (f"{per_replica_batch} is not one replica's share; let the context divide the global batch",
+            f"{per_replica_batch} 不是一个副本分得的份额；让输入上下文来划分全局批次"))
+
+
+@task("05.3")
+def sharded_by_worker(sharded_dataset, coordinator) -> None:
+    """What each worker reads: disjoint shards that together cover every id."""
+    _expect_per_worker(sharded_dataset, "sharded_dataset")
+    iterator = iter(sharded_dataset)
+    reader = _read()
+    # Worker.create_resource runs the reader on that very worker, with its slice of the iterator
+    # (schedule would pick whichever worker is free).
+    results = [worker.create_resource(reader, args=(iterator,)) for worker in coordinator._cluster.workers]
+    seen = [{i for i, n in enumerate(result.fetch()[0]) if n} for result in results]
+    every = set(range(NUM_IDS))
+    expect(not all(ids == every for ids in seen),
+           ("each worker reads only part of the ids", "每个工作进程只读取一部分编号"), "not-sharded",
+           ("every worker read all 32 ids. With this strategy the input context is the same on every "
+            "worker, so it cannot tell them apart; the worker's index can",
+            "每个工作进程都读到了全部 32 个编号。在这个策略下，每个工作进程收到的输入上下文都一样，"
+            "无法用它区分工作进程；工作进程编号却可以"))
+    expect(any(ids != seen[0] for ids in seen),
+           ("the workers read different ids", "各工作进程读到的编号不同"), "same-shard",
+           ("every worker read the same shard: pick the shard with the index of the worker the "
+            "pipeline is built on, not a constant",
+            "每个工作进程读到的都是同一个分片：要用构建流水线的那个工作进程的编号来选分片，而不是用常数"))
+    shared = sorted({i for one, other in itertools.combinations(seen, 2) for i in one & other})
+    expect(not shared,
+           ("no id is read by two workers", "没有哪个编号被两个工作进程同时读到"), "overlap",
+           (f"ids {shared[:6]}... were read by two workers: cut the shards before anything that "
+            "differs between workers, such as a shuffle without a seed",
+            f"编号 {shared[:6]}... 被两个工作进程读到了：要在任何因工作进程而异的操作（例如不设种子的打乱）"
+            "之前切分分片"))
+    missing = sorted(every - set().union(*seen))
+    expect(not missing,
+           ("together the workers read every id", "各工作进程合起来读到了全部编号"), "coverage",
+           (f"no worker read ids {missing[:6]}...: make as many shards as there are workers",
+            f"没有工作进程读到编号 {missing[:6]}...：分片的数量要等于工作进程的数量"))
+
+
+def _expect_per_worker(dataset, name: str) -> None:
+    """The dataset was built on every worker by the coordinator."""
+    from tensorflow.python.distribute.coordinator import values
+
+    expect(isinstance(dataset, values.PerWorkerDatasetFromDatasetFunction),
+           (f"`{name}` has one dataset per worker", f"`{name}` 为每个工作进程各有一份数据集"),
+           "per-worker-dataset",
+           ("the coordinator must build the dataset on every worker from a function that calls "
+            "the strategy's distribute_datasets_from_function",
+            "数据集要由协调器根据一个调用策略 distribute_datasets_from_function 的函数，"
+            "在每个工作进程上分别构建"))
+
+
+def _read():
+    """A reader run on a worker: id counts, batches and batch size of up to 2 * READ_BATCHES batches."""
+    import tensorflow as tf
+
+    @tf.function
+    def read(iterator):
+        counts, count, rows = tf.zeros([NUM_IDS], tf.int32), tf.constant(0), tf.constant(0)
+        for index in tf.range(2 * READ_BATCHES):
+            optional = iterator.get_next_as_optional()
+            if optional.has_value():
+                ids = tf.cast(optional.get_value(), tf.int32)
+                if index < READ_BATCHES:
+                    counts += tf.math.bincount(ids, minlength=NUM_IDS, maxlength=NUM_IDS)
+                count += 1
+                rows = tf.shape(ids)[0]
+        return counts, count, rows
+
+    return read
