@@ -55,7 +55,7 @@ _SETUP = '''\
 import sys
 
 if "google.colab" in sys.modules:  # Colab: install the course's helper package first
-    %pip install -q "pstutor @ git+https://github.com/{repository}@{ref}"
+    %pip install -q "pstutor @ git+https://github.com/{repository}@{package_ref}"
 
 import pstutor
 
@@ -340,14 +340,33 @@ def targets(names: list[str] | None = None) -> list[tuple[Path, str, str]]:
             for variant in variants(source) for lang in LANGUAGES]
 
 
-def build(names: list[str] | None = None, run: bool = True, log=print) -> list[Path]:
-    """Regenerate (and by default execute) the notebooks of the named sources, or of all."""
+def keep_outputs(notebook: nbformat.NotebookNode, stored: dict) -> None:
+    """Give a re-rendered notebook the outputs stored for it (only markdown or setup changed)."""
+    old = [c for c in stored["cells"] if c["cell_type"] == "code"]
+    new = [c for c in notebook.cells if c.cell_type == "code"]
+    changed = [i for i, (a, b) in enumerate(zip(old, new, strict=False))
+               if i > 0 and "".join(a["source"]) != b.source]  # index 0: the generated setup cell
+    if len(old) != len(new) or changed:
+        raise LessonError("code cells changed: execute the notebook instead of keeping its outputs")
+    for cell, before in zip(new, old, strict=True):
+        cell.outputs = nbformat.from_dict(before["outputs"])
+        cell.execution_count = before["execution_count"]
+
+
+def build(names: list[str] | None = None, run: bool = True, log=print, keep: bool = False) -> list[Path]:
+    """Regenerate (and by default execute) the notebooks of the named sources, or of all.
+
+    `keep` re-renders without executing and keeps the stored outputs: for edits of prose,
+    of the setup cell or of the publication settings, which no output depends on.
+    """
     written = []
     for source, variant, lang in targets(names):
         path = notebook_path(source, lang, variant)
         path.parent.mkdir(parents=True, exist_ok=True)
         notebook = render(source, lang, variant)
-        if run:
+        if keep:
+            keep_outputs(notebook, json.loads(path.read_text(encoding="utf-8")))
+        elif run:
             log(f"executing {path.relative_to(ROOT)} ...")
             execute(notebook, path.parent)
         path.write_text(dumps(notebook), encoding="utf-8")

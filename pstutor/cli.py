@@ -43,7 +43,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from pstutor.build import ROOT, build
 
-    for path in build(args.lessons or None, run=not args.no_execute):
+    for path in build(args.lessons or None, run=not args.no_execute, keep=args.keep_outputs):
         print(say("wrote", "已写入"), path.relative_to(ROOT))
     return 0
 
@@ -151,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("lessons", nargs="*", help="lesson numbers or names, e.g. 01 (default: all)")
     build.add_argument("--no-execute", action="store_true",
                        help="only regenerate the cells; stored outputs are dropped")
+    build.add_argument("--keep-outputs", action="store_true",
+                       help="regenerate after prose-only edits, keeping the stored outputs")
     build.set_defaults(run=_build)
     cluster = commands.add_parser("cluster", help="local clusters of real processes, launch files")
     actions = cluster.add_subparsers(dest="action", required=True)

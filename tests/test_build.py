@@ -204,3 +204,15 @@ def test_code_needs_no_file_of_a_local_clone(source, variant, lang):
     """In Colab only the notebook and the installed package exist."""
     for code in _code(_committed(source, lang, variant)):
         assert not LOCAL_ONLY.search(code), f"refers to a file of the clone: {code[:120]}"
+
+
+def test_prose_edits_can_keep_the_stored_outputs():
+    source = LESSONS[0]
+    stored = _committed(source, "en")
+    notebook = build.render(source, "en")
+    build.keep_outputs(notebook, stored)
+    assert json.loads(build.dumps(notebook)) == stored
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    code[2].source += "\nprint('new')"
+    with pytest.raises(build.LessonError, match="execute the notebook"):
+        build.keep_outputs(notebook, stored)

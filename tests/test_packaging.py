@@ -43,4 +43,5 @@ def test_tensorflow_and_tf_keras_cover_the_same_versions_and_never_tensorflow_cp
 
 def test_publication_is_configured_in_one_place():
     pub = _pyproject()["tool"]["pstutor"]
-    assert set(pub) == {"repository", "ref"} and pub["repository"].count("/") == 1
+    assert set(pub) == {"repository", "ref", "package_ref"} and pub["repository"].count("/") == 1
+    assert pub["package_ref"] == f"v{_pyproject()['project']['version']}", "Colab installs this release"
