@@ -8,13 +8,12 @@ local worker processes, each with its own `TF_CONFIG`, which is what
 
 No orphans: children are stopped when the run ends, fails, times out or is interrupted
 (Ctrl-C), at interpreter exit, and they end themselves when this process is killed
-(`compare_worker.guard_parent`).
+(`processes.guard_parent`).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
 import difflib
 import inspect
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from pstutor import compare_worker
 from pstutor.language import say
-from pstutor.task_server import PARENT_ENV
+from pstutor.processes import parent_env, stop
 from pstutor.tf_config import cluster_dict, make_tf_config
 
 STRATEGIES = ("none", "mirrored", "ps", "mwms")
@@ -211,7 +210,7 @@ class ProcessGroup:
             self._launched = time.time()
             _LIVE.add(self)
         full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-        full_env.update(env, **{PARENT_ENV: str(os.getpid())})
+        full_env.update(env, **parent_env())
         argv = [sys.executable, "-m", "pstutor.compare_worker", *args]
         if args and args[0] == "bench":
             argv += ["--launched", repr(self._launched)]
@@ -243,16 +242,7 @@ class ProcessGroup:
 
     def close(self, remove_logs: bool = True) -> None:
         """Stop every child still running: SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
-        for process in self._processes:
-            if process.poll() is None:
-                process.terminate()
-        deadline = time.monotonic() + 5
-        for process in self._processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        stop(self._processes)
         _LIVE.discard(self)
         if remove_logs and self._log_dir is not None:
             shutil.rmtree(self._log_dir, ignore_errors=True)

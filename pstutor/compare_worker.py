@@ -7,9 +7,8 @@ TensorFlow runtime starts, and a fresh process makes every strategy start from s
   print one line `RESULT {json}` with the measurements;
 - `script PATH ARGS...`: run a Python program (e.g. a lesson's multi-worker program).
 
-Either way the process first arranges to end when the process that started it dies:
-Linux sends it SIGKILL then (PR_SET_PDEATHSIG), and a watcher thread checks the parent
-every half second (other systems, and a parent that died before prctl took effect).
+Either way the process first arranges to end when the process that started it dies
+(`processes.guard_parent`).
 """
 
 from __future__ import annotations
@@ -19,28 +18,14 @@ import json
 import os
 import runpy
 import sys
-import threading
 import time
 
 from pstutor.clusters import in_process_cluster
-from pstutor.task_server import PARENT_ENV, _die_with_parent
+from pstutor.processes import guard_parent
 
 NUM_FEATURES = 8
 NUM_EXAMPLES = 1024
 WARMUP_EXAMPLES = 320  # traced and trained before the clock starts (same for every strategy)
-
-
-def guard_parent() -> None:
-    """End this process when the one that started it ends (PDEATHSIG and polling)."""
-    parent = int(os.environ.get(PARENT_ENV, os.getppid()))
-    _die_with_parent(parent)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="pstutor-parent-watch", daemon=True).start()
 
 
 # The strategy-specific code: the only lines that differ between the four runs.

@@ -10,7 +10,6 @@ interpreter exit, and (see `task_server`) when this process is killed outright.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import gc
 import os
 import shutil
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 from pstutor.language import say
-from pstutor.task_server import PARENT_ENV
+from pstutor.processes import parent_env, stop
 from pstutor.tf_config import TFConfigError, cluster_dict, make_tf_config, validate_cluster
 
 
@@ -122,16 +121,7 @@ class LocalCluster:
     def close(self) -> None:
         """Stop every task: SIGTERM, then SIGKILL for any that lingers. Safe to call twice."""
         self._stop_coordinators()
-        for process in self._processes.values():
-            if process.poll() is None:
-                process.terminate()
-        deadline = time.monotonic() + 5
-        for process in self._processes.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        stop(self._processes.values())
         _LIVE.discard(self)
         shutil.rmtree(self.log_dir, ignore_errors=True)  # failures already quoted their logs
 
@@ -179,7 +169,7 @@ class LocalCluster:
         env = dict(os.environ)
         env.update({
             "TF_CONFIG": self.tf_config(task_type, task_index),
-            PARENT_ENV: str(os.getpid()),
+            **parent_env(),
             "PSTUTOR_VERBOSE": "1" if self.verbose else "0",
         })
         with open(self._log_path(task_type, task_index), "ab") as log:

@@ -13,18 +13,16 @@ exception), at normal interpreter exit, and it ends itself when this process is 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import runpy
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from pstutor.language import say
-from pstutor.task_server import PARENT_ENV, _die_with_parent
+from pstutor.processes import guard_parent, parent_env, stop
 
 
 class SidecarError(RuntimeError):
@@ -51,7 +49,7 @@ class Sidecar:
             return self
         env = dict(os.environ)
         env.pop("TF_CONFIG", None)  # the evaluator is not a task of the training cluster
-        env.update({PARENT_ENV: str(os.getpid()), "PSTUTOR_VERBOSE": "1" if self.verbose else "0",
+        env.update({**parent_env(), "PSTUTOR_VERBOSE": "1" if self.verbose else "0",
                     "PYTHONUNBUFFERED": "1"})  # its prints reach the log at once, for wait_for
         _LIVE.add(self)
         with open(self.log_path, "wb") as log:
@@ -105,14 +103,8 @@ class Sidecar:
 
     def close(self) -> None:
         """Stop the program: SIGTERM, then SIGKILL if it lingers. Safe to call twice."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=5)
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        if self._process is not None:
+            stop([self._process])
         _LIVE.discard(self)
         self.log_path.unlink(missing_ok=True)  # a failure has already quoted it
 
@@ -142,18 +134,9 @@ def _close_all() -> None:
         sidecar.close()
 
 
-def _watch_parent(parent: int) -> None:
-    """End this process once its parent is gone (where PR_SET_PDEATHSIG does not exist)."""
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
-
-
 def main(argv: list[str]) -> None:
     """Child side: tie this process to its parent, prepare TensorFlow, run the program."""
-    parent = int(os.environ.get(PARENT_ENV, os.getppid()))
-    _die_with_parent(parent)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    guard_parent()
     if not argv:
         raise SystemExit("usage: python -m pstutor.sidecar PROGRAM [ARGS...]")
     import pstutor
