@@ -10,6 +10,7 @@ the nine lessons of one language under 3 minutes together.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ def run(path: Path) -> tuple[float, float]:
                 peak[0] = max(peak[0], rss)
 
     started = time.perf_counter()
-    with client.setup_kernel():
+    with client.setup_kernel(stderr=subprocess.DEVNULL):  # shutdown noise of TensorFlow's C++
         watcher = threading.Thread(target=sample, daemon=True)
         watcher.start()
         for index, cell in enumerate(notebook.cells):

@@ -33,6 +33,7 @@ import copy
 import dataclasses
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -317,7 +318,7 @@ def execute(notebook: nbformat.NotebookNode, folder: Path, timeout: int = 600) -
         notebook, timeout=timeout, kernel_name="python3", record_timing=False,
         resources={"metadata": {"path": str(folder)}},
     )
-    client.execute()
+    client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: shutdown noise, not cells
     notebook.metadata = render_metadata(notebook)
 
 
