@@ -29,6 +29,9 @@ _ALWAYS = {
     "TF_USE_LEGACY_KERAS": "1",  # tf.keras -> tf_keras (Keras 2)
     "GRPC_FAIL_FAST": "use_caller",  # report dead workers / ps to the coordinator, never hang
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # in-process servers share a GPU without starving
+    # ipykernel sets FORCE_COLOR, and Python 3.13 (Colab's) then writes colour codes into the
+    # tracebacks of child programs, even into captured output: keep their errors plain text.
+    "PYTHON_COLORS": "0",
 }
 _QUIET = {
     "TF_CPP_MIN_LOG_LEVEL": "2",  # C++ logs: errors only (no server config dumps, no INFO)

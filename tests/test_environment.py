@@ -115,3 +115,21 @@ def test_colab_is_detected(monkeypatch):
     assert not pstutor.in_colab()
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     assert pstutor.in_colab()
+
+
+def test_child_programs_write_plain_tracebacks_in_a_kernel_like_environment():
+    """ipykernel sets FORCE_COLOR; Python 3.13 would then colour a child's traceback."""
+    result = run_python(
+        "import os, subprocess, sys\n"
+        "import pstutor\n"
+        "pstutor.setup()\n"
+        "program = 'import os; print(os.environ.get(\"PYTHON_COLORS\")); 1/0'\n"
+        "child = subprocess.run([sys.executable, '-c', program], capture_output=True, text=True)\n"
+        "print(child.stdout.strip())\n"
+        "print(repr(child.stderr.splitlines()[-1]))\n",
+        env={"FORCE_COLOR": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    colours, last_line = result.stdout.splitlines()
+    assert colours == "0"
+    assert last_line == repr("ZeroDivisionError: division by zero")
