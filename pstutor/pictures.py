@@ -80,13 +80,19 @@ def plot_curves(
     ax = fig.add_subplot()
     for name, values in curves.items():
         ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
+    return _finish(fig, ax, xlabel, ylabel, title)
+
+
+def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str,
+            legend_size: float | None = None) -> Figure:
+    """Integer steps on x, labels, an optional title, a light grid and the legend."""
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
     return fig
 
@@ -250,15 +256,7 @@ def plot_train_eval(
     for (name, points), colour, (line, marker) in zip(curves, colours, styles, strict=True):
         xs, ys = zip(*points, strict=True) if points else ((), ())
         ax.plot(xs, ys, linestyle=line, marker=marker, color=colour, label=name)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, xlabel, ylabel, title, legend_size=8)
 
 
 def _ps_task(device: str) -> int:
