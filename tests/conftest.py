@@ -35,6 +35,23 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie has already ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], seconds: float = 15.0) -> list[int]:
+    """Wait up to `seconds` for the processes to end; the ones still running."""
+    deadline = time.monotonic() + seconds
+    while (left := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a kernel, server or child process started by a test is still alive."""
     deadline = time.monotonic() + 15

@@ -9,7 +9,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import ROOT, clean_env, descendants, run_pstutor
+from conftest import ROOT, alive, clean_env, descendants, run_pstutor
 
 from pstutor import compare
 
@@ -102,7 +102,7 @@ def test_children_die_with_a_killed_parent(tmp_path):
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 10
-        while any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in children):
+        while any(os.path.exists(f"/proc/{pid}") and alive(pid) for pid in children):
             assert time.monotonic() < deadline, "children outlived their parent"
             time.sleep(0.1)
     finally:
@@ -110,13 +110,6 @@ def test_children_die_with_a_killed_parent(tmp_path):
             parent.kill()
             parent.wait()
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_cli_prints_progress_and_the_table():

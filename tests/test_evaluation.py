@@ -4,29 +4,12 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import ROOT, run_python
+from conftest import ROOT, alive, run_python, wait_gone
 
 from pstutor import plot_train_eval
 from pstutor.sidecar import Sidecar, SidecarError
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _alive(pid)
 
 
 def _program(tmp_path, body: str):
@@ -97,17 +80,17 @@ def test_the_sidecar_evaluates_real_checkpoints_and_its_metrics_come_back():
     steps = [step for step, _ in report["loss"]]
     assert steps[-1] == 6  # the last checkpoint, 2 epochs x 3 steps, was evaluated
     assert set(steps) <= {3, 6} and all(value > 0 for _, value in report["loss"])
-    assert _wait_gone(report["pid"])
+    assert not wait_gone([report["pid"]])
 
 
 def test_close_stops_the_program_and_is_safe_twice(tmp_path):
     sidecar = Sidecar(_program(tmp_path, SLEEPER)).start()
     sidecar.wait_for("ready", timeout=120)
     pid = sidecar.pid
-    assert sidecar.running and _alive(pid)
+    assert sidecar.running and alive(pid)
     sidecar.close()
     sidecar.close()
-    assert not sidecar.running and _wait_gone(pid)
+    assert not sidecar.running and not wait_gone([pid])
 
 
 def test_an_exception_in_the_with_block_stops_the_program(tmp_path):
@@ -116,7 +99,7 @@ def test_an_exception_in_the_with_block_stops_the_program(tmp_path):
         sidecar.wait_for("ready", timeout=120)
         pid = sidecar.pid
         _ = 1 / 0
-    assert pid is not None and _wait_gone(pid)
+    assert pid is not None and not wait_gone([pid])
 
 
 def test_a_failing_program_raises_with_its_log(tmp_path):
@@ -151,10 +134,10 @@ def test_killing_the_parent_outright_ends_the_sidecar(tmp_path):
                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         pid = int(parent.stdout.readline())
-        assert _alive(pid)
+        assert alive(pid)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)
-        assert _wait_gone(pid), "the sidecar outlived its parent"
+        assert not wait_gone([pid]), "the sidecar outlived its parent"
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -6,32 +6,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
-from conftest import ROOT, clean_env, descendants, run_pstutor, run_python
+from conftest import ROOT, alive, clean_env, descendants, run_pstutor, run_python, wait_gone
 
 from pstutor import TFConfigError
 from pstutor.launch_files import write_launch_files
 from pstutor.local_cluster import LocalCluster
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _wait_gone(pids, seconds=15.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while (left := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
-
 
 TRAIN = """
 import json, pstutor
@@ -78,7 +60,7 @@ def test_a_local_cluster_trains_survives_a_killed_worker_and_cleans_up():
     assert report["after_kill"] == 20.0  # the killed worker's closures ran elsewhere
     assert report["restarted_alive"] is True
     assert report["after_restart"] == 30.0
-    assert _wait_gone(report["all_pids"]) == []
+    assert wait_gone(report["all_pids"]) == []
 
 
 def test_killing_the_parent_outright_leaves_no_task_running(tmp_path):
@@ -92,10 +74,10 @@ def test_killing_the_parent_outright_leaves_no_task_running(tmp_path):
                               cwd=ROOT)
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 2 and all(alive(p) for p in pids)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)
-        assert _wait_gone(pids) == [], "task processes outlived their parent"
+        assert wait_gone(pids) == [], "task processes outlived their parent"
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -112,7 +94,7 @@ def test_an_exception_in_the_with_block_still_stops_every_task():
         "except KeyError:\n"
         "    pass\n", timeout=180)
     assert result.returncode == 0, result.stderr
-    assert _wait_gone([int(p) for p in result.stdout.split()]) == []
+    assert wait_gone([int(p) for p in result.stdout.split()]) == []
 
 
 def test_ports_in_use_are_refused_before_anything_starts():
@@ -182,7 +164,7 @@ def test_cluster_up_runs_until_interrupted_and_stops_its_tasks():
         assert len(children) == 2
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
-        assert _wait_gone(children) == []
+        assert wait_gone(children) == []
     finally:
         if process.poll() is None:
             process.kill()
