@@ -18,15 +18,16 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from pstutor.course import CourseNotFoundError, find_course
+
 DEFAULT_PATHS = ["notebooks", "solutions", "exercises"]
 
 
-def run_once(paths: list[str], report: Path) -> tuple[int, dict[str, str], float]:
+def run_once(root: Path, paths: list[str], report: Path) -> tuple[int, dict[str, str], float]:
     """One pytest run; returns the number of cells checked, the failed ones with a reason, seconds."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={report}", *paths],
-                   cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                   cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     seconds = time.perf_counter() - started
     if not report.exists():
         return 0, {"(pytest)": "no report: pytest did not run"}, seconds
@@ -48,12 +49,18 @@ def main() -> int:
     """Run the suite N times and print which cells differed in which run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--course", type=Path, default=None,
+                        help="the clone of the course (default: found from the working directory)")
     parser.add_argument("paths", nargs="*", default=DEFAULT_PATHS)
     args = parser.parse_args()
+    try:
+        root = find_course(args.course)
+    except CourseNotFoundError as err:
+        parser.error(str(err))
     differed: dict[str, list[int]] = {}
     with tempfile.TemporaryDirectory() as folder:
         for run in range(1, args.runs + 1):
-            checked, failed, seconds = run_once(args.paths, Path(folder) / f"run{run}.xml")
+            checked, failed, seconds = run_once(root, args.paths, Path(folder) / f"run{run}.xml")
             print(f"run {run}: {checked} cells checked, {len(failed)} differed ({seconds:.0f} s)", flush=True)
             for name, reason in failed.items():
                 differed.setdefault(name, []).append(run)

@@ -19,7 +19,7 @@ import nbformat
 import psutil
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parent.parent
+from pstutor.course import CourseNotFoundError, find_course
 
 
 def run(path: Path) -> tuple[float, float]:
@@ -59,14 +59,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=("en", "zh", "all"), default="all")
     parser.add_argument("--folders", default="notebooks,solutions,exercises")
+    parser.add_argument("--course", type=Path, default=None,
+                        help="the clone of the course (default: found from the working directory)")
     parser.add_argument("lessons", nargs="*")
     args = parser.parse_args()
+    try:
+        root = find_course(args.course)
+    except CourseNotFoundError as err:
+        parser.error(str(err))
     langs = ("en", "zh") if args.lang == "all" else (args.lang,)
     totals: dict[tuple[str, str], float] = {}
     print(f"{'notebook':<42} {'seconds':>8} {'budget':>7} {'peak MiB':>9}")
     for folder in args.folders.split(","):
         for lang in langs:
-            for path in sorted((ROOT / folder / lang).glob("*.ipynb")):
+            for path in sorted((root / folder / lang).glob("*.ipynb")):
                 if args.lessons and not any(path.stem.startswith(n) for n in args.lessons):
                     continue
                 seconds, mib = run(path)

@@ -4,6 +4,8 @@ Importing pstutor does not import TensorFlow: `pstutor.setup()` must switch `tf.
 Keras 2 first. Everything that needs TensorFlow imports it when called.
 """
 
+import importlib.metadata
+
 from pstutor.checks import check
 from pstutor.clusters import in_process_cluster, worker_config
 from pstutor.data import toy_classification, toy_words
@@ -37,7 +39,10 @@ from pstutor.tf_config import (
 )
 from pstutor.timeline import Step, TimelineRecorder
 
-__version__ = "0.1.0"
+try:  # the version is written once, in pyproject.toml
+    __version__ = importlib.metadata.version("pstutor")
+except importlib.metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DependencyError",

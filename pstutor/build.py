@@ -38,13 +38,10 @@ from pathlib import Path
 
 import nbformat
 
+from pstutor.course import find_course, publication
 from pstutor.language import LANGUAGES
 
-ROOT = Path(__file__).resolve().parent.parent
-LESSONS = ROOT / "lessons"
-EXERCISES = LESSONS / "exercises"
-NOTEBOOKS = ROOT / "notebooks"
-VARIANTS = {"lesson": NOTEBOOKS, "solution": ROOT / "solutions", "exercise": ROOT / "exercises"}
+VARIANTS = {"lesson": "notebooks", "solution": "solutions", "exercise": "exercises"}  # -> folder
 _MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong)((?: [a-z]+=[^ ]+)*) -->$")
 _OPTIONS = {"code": {"tags"}, "wrong": {"task", "expect"}}
 _FENCE = re.compile(r"^```python\n(.*?)\n```$", re.S)
@@ -91,27 +88,26 @@ class Region:
     stub: str
 
 
-def publication() -> dict[str, str]:
-    """Where the course is published (`[tool.pstutor]` in pyproject.toml, the only place)."""
-    import tomllib  # Python 3.11+: the build is a maintainer's tool
-
-    with open(ROOT / "pyproject.toml", "rb") as handle:
-        return tomllib.load(handle)["tool"]["pstutor"]
+def course_of(source: Path) -> Path:
+    """The course folder a source belongs to (`lessons/` or `lessons/exercises/` sit in it)."""
+    folder = source.resolve().parent
+    return folder.parent.parent if is_exercise(source) else folder.parent
 
 
-def lesson_paths() -> list[Path]:
-    """Every lesson source, in course order."""
-    return sorted(LESSONS.glob("[0-9][0-9]_*.md"))
+def lesson_paths(root: Path | None = None) -> list[Path]:
+    """Every lesson source of the course at `root` (default: found from the working directory)."""
+    return sorted((root or find_course()).joinpath("lessons").glob("[0-9][0-9]_*.md"))
 
 
-def exercise_paths() -> list[Path]:
+def exercise_paths(root: Path | None = None) -> list[Path]:
     """Every exercise source, in course order."""
-    return sorted(EXERCISES.glob("[0-9][0-9]_*.md"))
+    return sorted((root or find_course()).joinpath("lessons", "exercises").glob("[0-9][0-9]_*.md"))
 
 
 def is_exercise(source: Path) -> bool:
     """Whether `source` is an exercise (its answers are cut out of the student copy)."""
-    return source.resolve().parent == EXERCISES.resolve()
+    folder = source.resolve().parent
+    return folder.name == "exercises" and folder.parent.name == "lessons"
 
 
 def variants(source: Path) -> tuple[str, ...]:
@@ -242,13 +238,15 @@ def fill_answers(code: str, lang: str, variant: str, answers: dict[str, str] | N
 
 def notebook_path(source: Path, lang: str, variant: str | None = None) -> Path:
     """Where the generated notebook of `source` in `lang` lives."""
-    return VARIANTS[variant or variants(source)[0]] / lang / f"{source.stem}.ipynb"
+    folder = VARIANTS[variant or variants(source)[0]]
+    return course_of(source) / folder / lang / f"{source.stem}.ipynb"
 
 
 def colab_url(path: Path) -> str:
-    """The Colab address of a notebook of this repository."""
-    pub = publication()
-    relative = path.resolve().relative_to(ROOT).as_posix()
+    """The Colab address of a notebook of the course it lies in."""
+    root = find_course(path.parent)
+    pub = publication(root)
+    relative = path.resolve().relative_to(root).as_posix()
     return f"https://colab.research.google.com/github/{pub['repository']}/blob/{pub['ref']}/{relative}"
 
 
@@ -260,7 +258,7 @@ def render(source: Path, lang: str, variant: str | None = None,
     variant = variant or variants(source)[0]
     if variant not in variants(source):
         raise ValueError(f"{source.name} has no {variant!r} notebook")
-    pub = publication()
+    pub = publication(course_of(source))
     badge = {"en": "Open in Colab", "zh": "在 Colab 中打开"}[lang]
     cells = []
     for cell in read_lesson(source):
@@ -330,9 +328,9 @@ def render_metadata(notebook: nbformat.NotebookNode) -> dict:
     return meta
 
 
-def targets(names: list[str] | None = None) -> list[tuple[Path, str, str]]:
+def targets(root: Path, names: list[str] | None = None) -> list[tuple[Path, str, str]]:
     """Every (source, variant, language) the build writes, in course order, or the named ones."""
-    sources = lesson_paths() + exercise_paths()
+    sources = lesson_paths(root) + exercise_paths(root)
     if names:
         sources = [p for p in sources if any(p.stem.startswith(n) for n in names)]
         if not sources:
@@ -354,21 +352,22 @@ def keep_outputs(notebook: nbformat.NotebookNode, stored: dict) -> None:
         cell.execution_count = before["execution_count"]
 
 
-def build(names: list[str] | None = None, run: bool = True, log=print, keep: bool = False) -> list[Path]:
-    """Regenerate (and by default execute) the notebooks of the named sources, or of all.
+def build(root: Path, names: list[str] | None = None, run: bool = True, log=print,
+          keep: bool = False) -> list[Path]:
+    """Regenerate (and by default execute) the notebooks of the course at `root`, or the named ones.
 
     `keep` re-renders without executing and keeps the stored outputs: for edits of prose,
     of the setup cell or of the publication settings, which no output depends on.
     """
     written = []
-    for source, variant, lang in targets(names):
+    for source, variant, lang in targets(root, names):
         path = notebook_path(source, lang, variant)
         path.parent.mkdir(parents=True, exist_ok=True)
         notebook = render(source, lang, variant)
         if keep:
             keep_outputs(notebook, json.loads(path.read_text(encoding="utf-8")))
         elif run:
-            log(f"executing {path.relative_to(ROOT)} ...")
+            log(f"executing {path.relative_to(root)} ...")
             execute(notebook, path.parent)
         path.write_text(dumps(notebook), encoding="utf-8")
         written.append(path)

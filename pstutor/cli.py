@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pstutor.course import CourseNotFoundError
 from pstutor.language import LANGUAGES, say, set_language
 
 
@@ -41,10 +42,12 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from pstutor.build import ROOT, build
+    from pstutor.build import build
+    from pstutor.course import find_course
 
-    for path in build(args.lessons or None, run=not args.no_execute, keep=args.keep_outputs):
-        print(say("wrote", "已写入"), path.relative_to(ROOT))
+    root = find_course(args.course)
+    for path in build(root, args.lessons or None, run=not args.no_execute, keep=args.keep_outputs):
+        print(say("wrote", "已写入"), path.relative_to(root))
     return 0
 
 
@@ -153,6 +156,8 @@ def parser() -> argparse.ArgumentParser:
                        help="only regenerate the cells; stored outputs are dropped")
     build.add_argument("--keep-outputs", action="store_true",
                        help="regenerate after prose-only edits, keeping the stored outputs")
+    build.add_argument("--course", type=Path, default=None,
+                       help="the clone of the course (default: found from the working directory)")
     build.set_defaults(run=_build)
     cluster = commands.add_parser("cluster", help="local clusters of real processes, launch files")
     actions = cluster.add_subparsers(dest="action", required=True)
@@ -208,12 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     set_language(args.lang)
     try:
         return args.run(args)
+    except CourseNotFoundError as err:  # a course tool run outside a clone
+        print(f"pstutor: {err}", file=sys.stderr)
+        return 2
     except (ValueError, RuntimeError) as err:  # bad input or a cluster that failed: say why
+        from pstutor.build import LessonError
         from pstutor.grade import GradingError
         from pstutor.local_cluster import ClusterStartError
         from pstutor.tf_config import TFConfigError
 
-        if not isinstance(err, TFConfigError | ClusterStartError | GradingError):
+        if not isinstance(err, TFConfigError | ClusterStartError | GradingError | LessonError):
             raise
         print(f"pstutor: {err}", file=sys.stderr)
         return 2

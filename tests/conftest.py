@@ -88,3 +88,17 @@ def run_pstutor(*args: str, cwd: Path = ROOT, timeout: int = 300):
         [sys.executable, "-m", "pstutor", *args], capture_output=True, text=True,
         timeout=timeout, env=clean_env(), cwd=cwd,
     )
+
+
+def write_kernelspec(jupyter_path: Path, name: str, python: Path | str, *,
+                     env: dict[str, str] | None = None, exec_lines: tuple[str, ...] = ()) -> None:
+    """A kernel named `name` that runs `python`, found by Jupyter when JUPYTER_PATH=jupyter_path."""
+    import json
+
+    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    if exec_lines:
+        argv.append(f"--IPKernelApp.exec_lines={list(exec_lines)!r}")
+    folder = jupyter_path / "kernels" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": argv, "display_name": name, "language": "python", "env": env or {}}
+    (folder / "kernel.json").write_text(json.dumps(spec, indent=1))

@@ -13,7 +13,7 @@ from pstutor import build
 
 LESSONS = build.lesson_paths()
 CJK = re.compile(r"[\u4e00-\u9fff]")
-TARGETS = build.targets()  # (source, variant, language) of every generated notebook
+TARGETS = build.targets(ROOT)  # (source, variant, language) of every generated notebook
 PAIRS = [(source, variant) for source, variant, lang in TARGETS if lang == "en"]
 
 
@@ -95,7 +95,7 @@ def test_title_badge_and_setup_follow_the_conventions(source, variant, lang):
     path = build.notebook_path(source, lang, variant)
     url = build.colab_url(path)
     assert f"]({url})" in badge and "colab-badge.svg" in badge
-    assert build.publication()["repository"] in url
+    assert build.publication(ROOT)["repository"] in url
     assert url.endswith(path.relative_to(ROOT).as_posix())
     code = _code(notebook)
     setup = code[0]
@@ -145,11 +145,12 @@ EXERCISE_HEAD = "<!-- cell: en -->\n# T\n<!-- cell: zh -->\n# T\n<!-- cell: setu
          "used by two answer regions"),
     ],
 )
-def test_malformed_exercise_sources_are_rejected_with_the_reason(tmp_path, monkeypatch, code, message):
-    monkeypatch.setattr(build, "EXERCISES", tmp_path)
+def test_malformed_exercise_sources_are_rejected_with_the_reason(tmp_path, code, message):
+    exercises = tmp_path / "lessons" / "exercises"  # where an exercise source lives in a course
+    exercises.mkdir(parents=True)
     text = EXERCISE_HEAD + f"<!-- cell: code -->\n```python\n{code}```\n"
     with pytest.raises(build.LessonError, match=message):
-        build.read_lesson(_write(tmp_path, text))
+        build.read_lesson(_write(exercises, text))
 
 
 def test_a_lesson_may_not_hold_answers(tmp_path):
@@ -216,3 +217,17 @@ def test_prose_edits_can_keep_the_stored_outputs():
     code[2].source += "\nprint('new')"
     with pytest.raises(build.LessonError, match="execute the notebook"):
         build.keep_outputs(notebook, stored)
+
+
+def test_the_build_finds_its_course_from_the_working_directory_or_refuses(tmp_path):
+    """The course tools never locate the clone through the installed package's own path."""
+    from pstutor.course import CourseNotFoundError, find_course
+
+    assert find_course(ROOT / "lessons" / "exercises") == ROOT
+    assert build.course_of(build.exercise_paths(ROOT)[0]) == ROOT
+    with pytest.raises(CourseNotFoundError, match="--course DIR"):
+        find_course(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "pstutor", "build", "--no-execute", "01"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2 and "not inside a clone" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

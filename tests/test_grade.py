@@ -14,7 +14,7 @@ from conftest import ROOT, descendants, run_pstutor
 from pstutor import build
 from pstutor.sandbox import landlock_version
 
-SOURCE = build.EXERCISES / "01_cluster.md"
+SOURCE = ROOT / "lessons" / "exercises" / "01_cluster.md"
 
 
 def _submission(path, answers: dict[str, str], lang: str = "en") -> None:
