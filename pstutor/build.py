@@ -53,7 +53,7 @@ _SETUP = '''\
 import sys
 
 if "google.colab" in sys.modules:  # Colab: install the course's helper package first
-    %pip install -q "pstutor @ git+https://github.com/{repository}@{package_ref}"
+    !{{sys.executable}} -m pip install -q --root-user-action=ignore "pstutor @ git+https://github.com/{repository}@{package_ref}"
 
 import pstutor
 

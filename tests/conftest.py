@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,3 +103,14 @@ def write_kernelspec(jupyter_path: Path, name: str, python: Path | str, *,
     folder.mkdir(parents=True, exist_ok=True)
     spec = {"argv": argv, "display_name": name, "language": "python", "env": env or {}}
     (folder / "kernel.json").write_text(json.dumps(spec, indent=1))
+
+
+def export_tree(destination: Path) -> Path:
+    """The clone's files as a fresh checkout has them (tracked or not ignored), nothing built."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, destination / name)
+    return destination

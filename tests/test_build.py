@@ -99,7 +99,7 @@ def test_title_badge_and_setup_follow_the_conventions(source, variant, lang):
     assert url.endswith(path.relative_to(ROOT).as_posix())
     code = _code(notebook)
     setup = code[0]
-    assert '"google.colab" in sys.modules' in setup and "%pip install" in setup
+    assert '"google.colab" in sys.modules' in setup and "-m pip install -q" in setup
     assert f'pstutor.setup(lang="{lang}")' in setup
     assert "import tensorflow" in code[1], "the imports cell follows the setup cell"
     for later in code[2:]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,24 +18,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, clean_env, write_kernelspec
+from conftest import ROOT, clean_env, export_tree, write_kernelspec
 
 
 def _source_modules() -> set[str]:
     """Every module of the package in the clone, as import names."""
     return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
             for p in (ROOT / "pstutor").rglob("*.py")}
-
-
-def export_tree(destination: Path) -> Path:
-    """The clone's files as a fresh checkout has them (tracked or not ignored), nothing built."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if (ROOT / name).is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, destination / name)
-    return destination
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,8 @@ def test_cpu_workflow_runs_the_whole_suite_on_every_push_and_pull_request():
     setup = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python"))
     assert setup["with"]["cache"] == "pip"
     assert any(s.get("run", "").startswith("./dev.sh ${{ matrix.job }}") for s in steps)
+    rehearsal = next(s for s in steps if s.get("run", "").startswith("./dev.sh test-colab"))
+    assert "test-tf220" in rehearsal["if"], "the Colab rehearsal runs with Colab's TensorFlow"
 
 
 def test_gpu_workflow_uses_a_labelled_runner_and_the_cuda_build():
@@ -48,7 +50,7 @@ def test_gpu_workflow_uses_a_labelled_runner_and_the_cuda_build():
 
 def test_dev_sh_knows_every_job_the_workflows_run():
     script = (ROOT / "dev.sh").read_text()
-    for job in ("test", "test-tf220"):
+    for job in ("test", "test-tf220", "test-colab"):
         assert f"{job})" in script or f'= {job} ]' in script
 
 
