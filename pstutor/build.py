@@ -61,6 +61,8 @@ pstutor.setup(lang="{lang}")  # before TensorFlow is imported: tf.keras becomes 
 _WRITE_HERE = {"en": "# ✏️ Task {task}: write your code here",
                "zh": "# ✏️ 任务 {task}：在这里写你的代码"}
 _SOLUTION_TITLE = {"en": " (solution)", "zh": "（参考答案）"}
+_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"  # ideographs, CJK and full-width punctuation
+_BLOCK_START = re.compile(r"^\s*([#>|*+-]|\d+[.)]\s|```|<!--|$)")  # a line that opens its own block
 
 
 class LessonError(ValueError):
@@ -276,7 +278,7 @@ def render(source: Path, lang: str, variant: str | None = None,
             title, _, rest = cell.source.partition("\n")
             cells.append(nbformat.v4.new_markdown_cell(title + _SOLUTION_TITLE[lang] + _ + rest))
         else:
-            cells.append(nbformat.v4.new_markdown_cell(cell.source))
+            cells.append(nbformat.v4.new_markdown_cell(join_cjk_lines(cell.source)))
         if cell.tags:
             cells[-1].metadata["tags"] = list(cell.tags)
         if len(cells) == 1:  # the title: the badge follows it
@@ -291,6 +293,29 @@ def render(source: Path, lang: str, variant: str | None = None,
         "language_info": {"name": "python"},
     }
     return notebook
+
+
+def join_cjk_lines(markdown: str) -> str:
+    """Join the lines of a paragraph that break after a Chinese character.
+
+    Markdown renders a line break inside a paragraph as a space, which is a stray gap in a
+    Chinese sentence. Sources may wrap Chinese text for readability; the notebook gets it
+    joined (code blocks, lists, headings and tables keep their lines).
+    """
+    lines, fenced = [], False
+    for line in markdown.split("\n"):
+        previous = lines[-1] if lines else ""
+        continues = (not fenced and re.search(f"[{_CJK}]$", previous)
+                     and not _BLOCK_START.match(line) and not previous.lstrip().startswith(("|", "#", "<")))
+        if continues:
+            glue = "" if re.match(f"[{_CJK}]", line.lstrip()) or re.search(r"[\u3000-\u303f\uff00-\uffef]$",
+                                                                           previous) else " "
+            lines[-1] = previous + glue + line.lstrip()
+        else:
+            lines.append(line)
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+    return "\n".join(lines)
 
 
 def without_outputs(notebook: dict) -> dict:

@@ -231,3 +231,44 @@ def test_the_build_finds_its_course_from_the_working_directory_or_refuses(tmp_pa
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 2 and "not inside a clone" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_chinese_lines_of_one_paragraph_are_joined():
+    wrapped = "第一行，\n第二行 `code`\n继续。\n\n- 列表\n# 标题\n正文\n```\n代码\n注释\n```"
+    assert build.join_cjk_lines(wrapped) == "第一行，第二行 `code`\n继续。\n\n- 列表\n# 标题\n正文\n```\n代码\n注释\n```"
+    assert build.join_cjk_lines("文字\n`api` 随后") == "文字 `api` 随后"
+    assert build.join_cjk_lines("English\nlines") == "English\nlines"
+
+
+def _headings(markdown: str) -> list[int]:
+    """The levels of the markdown headings outside code blocks."""
+    levels, fenced = [], False
+    for line in markdown.splitlines():
+        fenced ^= line.lstrip().startswith("```")
+        if not fenced and (match := re.match(r"^(#+) ", line)):
+            levels.append(len(match.group(1)))
+    return levels
+
+
+@pytest.mark.parametrize("source", build.lesson_paths(ROOT) + build.exercise_paths(ROOT), ids=_id)
+def test_both_languages_have_the_same_headings(source):
+    """Every English markdown cell and its Chinese twin open the same sections, in order."""
+    cells = build.read_lesson(source)
+    for en, zh in zip(cells, cells[1:], strict=False):
+        if en.kind == "en":
+            assert _headings(en.source) == _headings(zh.source), (
+                f"{source.name}: headings differ\n{en.source[:200]}\n---\n{zh.source[:200]}")
+
+
+def _prose(markdown: str) -> str:
+    """Markdown without code blocks, inline code and HTML comments."""
+    markdown = re.sub(r"```.*?```|<!--.*?-->", "", markdown, flags=re.S)
+    return re.sub(r"`[^`]*`", "", markdown)
+
+
+@pytest.mark.parametrize("source, variant", PAIRS, ids=lambda v: _id(v))
+def test_chinese_text_reads_as_chinese(source, variant):
+    """No line break inside a Chinese sentence, and the glossary's term for an epoch (周期)."""
+    for text in _markdown(_committed(source, "zh", variant)):
+        assert build.join_cjk_lines(text) == text, f"a Chinese sentence is broken across lines:\n{text[:300]}"
+        assert "epoch" not in _prose(text).replace("周期（epoch）", "").lower(), f"'epoch' is 周期 in Chinese prose:\n{text[:300]}"
