@@ -52,7 +52,7 @@ def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     gitconfig.write_text(f'[url "file://{repository}"]\n\tinsteadOf = https://github.com/{pub["repository"]}\n')
     stub = top / "stub" / "google" / "colab"  # `google` stays a namespace package (protobuf lives there)
     stub.mkdir(parents=True)
-    (stub / "__init__.py").write_text('"""Stand-in for Colab\'s module: notebooks take the Colab branch."""\n')
+    (stub / "__init__.py").write_text('"""Stand-in for google.colab: notebooks take the Colab branch."""\n')
     jupyter = top / "jupyter"
     write_kernelspec(jupyter, KERNEL, COLAB_PYTHON, exec_lines=("import google.colab",),
                      env={"PYTHONPATH": str(stub.parent.parent), "GIT_CONFIG_GLOBAL": str(gitconfig)})
@@ -95,7 +95,7 @@ def test_lessons_and_an_exercise_run_unchanged_as_in_colab(colab: dict[str, Path
         capture_output=True, text=True, cwd=course, env=_env(colab["jupyter"]), timeout=3600)
     seconds: dict[str, float] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        name = Path(case.get("file") or case.get("classname", "").replace(".", "/")).name or case.get("classname")
+        name = case.get("classname", "")
         seconds[name] = seconds.get(name, 0.0) + float(case.get("time", 0))
     print("\nColab rehearsal, seconds per notebook (kernel start and %pip install included):")
     print(json.dumps(seconds, indent=1, ensure_ascii=False))
