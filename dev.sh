@@ -5,6 +5,8 @@
 #   ./dev.sh build    regenerate and execute the notebooks from lessons/
 #   ./dev.sh doctor   check the environment
 #   ./dev.sh test-tf220  the suite again in .venv-tf220 with Colab's TensorFlow 2.20 / tf_keras 2.20
+#   ./dev.sh test-browser  JupyterLab in Chromium: run notebooks from the Run menu, screenshots in
+#                          browser-screenshots/ (Chromium and fonts: .ci/system-packages.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ "${1:-}" = test-tf220 ]; then  # a second environment, as close to Colab as we can: 2.20 on 3.13
@@ -44,5 +46,10 @@ case "$job" in
   test)
     ruff check .
     exec python -m pytest "$@" ;;
-  *) echo "usage: ./dev.sh [demo|test|test-tf220|build|doctor] [args...]" >&2; exit 2 ;;
+  test-browser)
+    status=0
+    python -m pytest -m browser -rs tests/test_browser.py "$@" || status=$?
+    cat browser-screenshots/wall-times.txt 2>/dev/null || true
+    exit "$status" ;;
+  *) echo "usage: ./dev.sh [demo|test|test-tf220|test-browser|build|doctor] [args...]" >&2; exit 2 ;;
 esac
