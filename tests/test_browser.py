@@ -5,7 +5,8 @@ everything on the page comes from this run); the system's Chromium, driven by Pl
 each notebook, runs every cell from the Run menu and reads the page: no error or stderr output,
 every picture drawn, every check's verdict shown. A full-page screenshot of each notebook lands in
 browser-screenshots/ (CI keeps them as an artifact), with the wall time of each notebook.
-Run it with `./dev.sh test-browser`; without Playwright or Chromium it is skipped.
+Run it with `./dev.sh test-browser`; without Playwright or Chromium it is skipped. PSTUTOR_CHROMIUM
+names another Chromium-based browser (e.g. Google Chrome) than the `chromium` on the PATH.
 """
 
 from __future__ import annotations
