@@ -57,19 +57,29 @@ RUN_TIMEOUT_S = 150
 WIDTH = 1280
 MAX_HEIGHT = 16_000  # Chromium's screenshots stay whole up to about this height
 
-# What the page shows: whether the kernel is idle, and per code cell its prompt and outputs.
-READ_PAGE_JS = """() => ({
-  idle: [...document.querySelectorAll('.jp-StatusBar-TextItem')].some(e => e.textContent.endsWith('| Idle')),
-  cells: [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')].map(cell => ({
-    prompt: cell.querySelector('.jp-InputArea-prompt')?.textContent ?? '',
-    outputs: [...cell.querySelectorAll('.jp-OutputArea-output')].map(out => ({
-      mime: out.getAttribute('data-mime-type') ?? '',
-      text: out.textContent,
-      pixels: [...out.querySelectorAll('img')]
-        .map(img => img.complete ? img.naturalWidth * img.naturalHeight : -1),
+# What the page shows: whether the kernel is idle, the text of each rendered Markdown cell (its
+# code left out), and per code cell its prompt and outputs.
+READ_PAGE_JS = """() => {
+  const notebook = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  return {
+    idle: [...document.querySelectorAll('.jp-StatusBar-TextItem')]
+      .some(item => item.textContent.endsWith('| Idle')),
+    prose: [...notebook.querySelectorAll('.jp-MarkdownCell')].map(cell => {
+      const shown = cell.querySelector('.jp-RenderedMarkdown')?.cloneNode(true);
+      shown?.querySelectorAll('code, pre').forEach(code => code.remove());
+      return shown?.textContent ?? '';
+    }),
+    cells: [...notebook.querySelectorAll('.jp-CodeCell')].map(cell => ({
+      prompt: cell.querySelector('.jp-InputArea-prompt')?.textContent ?? '',
+      outputs: [...cell.querySelectorAll('.jp-OutputArea-output')].map(out => ({
+        mime: out.getAttribute('data-mime-type') ?? '',
+        text: out.textContent,
+        pixels: [...out.querySelectorAll('img')]
+          .map(img => img.complete ? img.naturalWidth * img.naturalHeight : -1),
+      })),
     })),
-  })),
-})"""
+  };
+}"""
 # The window height that shows the notebook down to its last cell, without the space to scroll past it.
 NOTEBOOK_HEIGHT_JS = """() => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
@@ -193,7 +203,7 @@ def wall_times() -> Iterator[dict[str, str]]:
     WALL_TIMES.write_text("".join(f"{name}: {line}\n" for name, line in times.items()))
 
 
-def _wait_for_run(page: object) -> list[dict]:
+def _wait_for_run(page: object) -> dict:
     """Wait until every cell has run (or the run stopped at an error) and every picture has loaded."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while True:
@@ -202,7 +212,7 @@ def _wait_for_run(page: object) -> list[dict]:
         loading = any(-1 in out["pixels"] for cell in seen["cells"] for out in cell["outputs"])
         ran = prompts and prompts[0].strip("[]: ") and not any("*" in prompt for prompt in prompts)
         if seen["idle"] and ran and not loading:
-            return seen["cells"]
+            return seen
         if time.monotonic() > deadline:
             pytest.fail(f"the notebook still runs after {RUN_TIMEOUT_S} s; its cells' prompts: {prompts}")
         time.sleep(0.5)
@@ -221,8 +231,8 @@ def _screenshot(page: object, path: Path) -> None:
     page.screenshot(path=path, full_page=True)
 
 
-def _run_all_cells(lab: Lab, browser: object, notebook: str, wall_times: dict[str, str]) -> list[dict]:
-    """Open the notebook, run it from Run > Run All Cells, keep a screenshot; its code cells as shown."""
+def _run_all_cells(lab: Lab, browser: object, notebook: str, wall_times: dict[str, str]) -> dict:
+    """Open the notebook, run it from Run > Run All Cells, keep a screenshot; what the page shows."""
     page = browser.new_page(viewport={"width": WIDTH, "height": 900})
     picture = SCREENSHOTS / (notebook.removesuffix(".ipynb").replace("/", "-") + ".png")
     try:
@@ -234,11 +244,11 @@ def _run_all_cells(lab: Lab, browser: object, notebook: str, wall_times: dict[st
         opened = time.monotonic()
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        cells = _wait_for_run(page)
+        seen = _wait_for_run(page)
         finished = time.monotonic()
         wall_times[notebook] = (f"{finished - began:.1f} s (opening {opened - began:.1f} s, "
                                 f"Run All Cells {finished - opened:.1f} s)")
-        return cells
+        return seen
     finally:
         with contextlib.suppress(sync_api.Error):  # also of a notebook that failed: what did it show?
             _screenshot(page, picture)
@@ -257,12 +267,14 @@ def _stored_text(cell: nbformat.NotebookNode) -> str:
     return "".join(out.get("text") or out.get("data", {}).get("text/plain", "") for out in cell.outputs)
 
 
-def _problems(seen_cells: list[dict], code_cells: list[nbformat.NotebookNode]) -> list[str]:
+def _problems(page: dict, code_cells: list[nbformat.NotebookNode]) -> list[str]:
     """What a learner would see go wrong, cell by cell, against the committed notebook."""
-    if len(seen_cells) != len(code_cells):
-        return [f"the page shows {len(seen_cells)} code cells, the notebook has {len(code_cells)}"]
-    problems = []
-    for number, (seen, stored) in enumerate(zip(seen_cells, code_cells, strict=True), start=1):
+    if len(page["cells"]) != len(code_cells):
+        return [f"the page shows {len(page['cells'])} code cells, the notebook has {len(code_cells)}"]
+    # CommonMark reads `**粗体。**后文` as plain text: the learner sees the asterisks.
+    problems = [f"Markdown cell {number} shows its emphasis marks: {text.strip()[:120]!r}"
+                for number, text in enumerate(page["prose"], start=1) if "**" in text]
+    for number, (seen, stored) in enumerate(zip(page["cells"], code_cells, strict=True), start=1):
         where = f"code cell {number} ({(stored.source.splitlines() or [''])[0][:50]!r})"
         if not seen["prompt"].strip("[]: "):
             problems.append(f"{where} did not run")
@@ -286,27 +298,30 @@ def test_run_all_cells_shows_no_error_every_picture_and_every_verdict(lab, brows
     code_cells = [cell for cell in cells if cell.cell_type == "code"]
     if notebook.startswith("solutions/"):
         assert sum(map(_is_check, code_cells)) >= 3, "a solved exercise shows the verdict of every task"
-    cells = _run_all_cells(lab, browser, notebook, wall_times)
-    assert _problems(cells, code_cells) == []
+    assert _problems(_run_all_cells(lab, browser, notebook, wall_times), code_cells) == []
 
 
-def test_the_rehearsal_sees_stderr_errors_broken_pictures_and_wrong_verdicts(lab, browser, wall_times):
+def test_the_rehearsal_sees_stderr_errors_broken_pictures_wrong_verdicts_and_stray_asterisks(
+        lab, browser, wall_times):
     """The checks above can fail: a notebook that goes wrong in every way they look for."""
     picture = nbformat.v4.new_output("display_data", {"image/png": "iVBORw0KGgo="})
     verdict = nbformat.v4.new_output("execute_result", {"text/plain": "✅ passed"})
     new_cell = nbformat.v4.new_code_cell
-    cells = [
+    code = [
         new_cell('import sys\n\nimport pstutor\n\nprint("a warning", file=sys.stderr)'),
         new_cell('display({"image/png": "bm90IGEgcGljdHVyZQ=="}, raw=True)', outputs=[picture]),
         new_cell("""pstutor.check("01.2", tf_config_json='{"cluster": {}}')""", outputs=[verdict]),
         new_cell("1 / 0"),
     ]
+    prose = [nbformat.v4.new_markdown_cell(text) for text in
+             ("**谁也不等谁**。每一行", "`2 ** 3` is **eight**", "**谁也不等谁。**每一行")]
     kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
     name = "goes_wrong_on_purpose.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata=kernel), lab.root / name)
-    problems = _problems(_run_all_cells(lab, browser, name, wall_times), cells)
-    assert len(problems) == 4, problems
-    assert "code cell 1" in problems[0] and "a warning" in problems[0]
-    assert "code cell 2" in problems[1] and "shows 0 pictures" in problems[1]
-    assert "code cell 3" in problems[2] and "✗ TensorFlow can read it" in problems[2], "the ✗ lines show"
-    assert "code cell 4" in problems[3] and "ZeroDivisionError" in problems[3]
+    nbformat.write(nbformat.v4.new_notebook(cells=prose + code, metadata=kernel), lab.root / name)
+    problems = _problems(_run_all_cells(lab, browser, name, wall_times), code)
+    assert len(problems) == 5, problems
+    assert problems[0].startswith("Markdown cell 3 shows its emphasis marks: '**谁也不等谁。**每一行'")
+    assert "code cell 1" in problems[1] and "a warning" in problems[1]
+    assert "code cell 2" in problems[2] and "shows 0 pictures" in problems[2]
+    assert "code cell 3" in problems[3] and "✗ TensorFlow can read it" in problems[3], "the ✗ lines show"
+    assert "code cell 4" in problems[4] and "ZeroDivisionError" in problems[4]
