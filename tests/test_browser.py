@@ -272,8 +272,9 @@ def _problems(page: dict, code_cells: list[nbformat.NotebookNode]) -> list[str]:
     if len(page["cells"]) != len(code_cells):
         return [f"the page shows {len(page['cells'])} code cells, the notebook has {len(code_cells)}"]
     # CommonMark reads `**粗体。**后文` as plain text: the learner sees the asterisks.
-    problems = [f"Markdown cell {number} shows its emphasis marks: {text.strip()[:120]!r}"
-                for number, text in enumerate(page["prose"], start=1) if "**" in text]
+    problems = [f"Markdown cell {number} shows its emphasis marks: {line.strip()[:70]!r}"
+                for number, text in enumerate(page["prose"], start=1)
+                for line in text.splitlines() if "**" in line]
     for number, (seen, stored) in enumerate(zip(page["cells"], code_cells, strict=True), start=1):
         where = f"code cell {number} ({(stored.source.splitlines() or [''])[0][:50]!r})"
         if not seen["prompt"].strip("[]: "):
@@ -298,7 +299,8 @@ def test_run_all_cells_shows_no_error_every_picture_and_every_verdict(lab, brows
     code_cells = [cell for cell in cells if cell.cell_type == "code"]
     if notebook.startswith("solutions/"):
         assert sum(map(_is_check, code_cells)) >= 3, "a solved exercise shows the verdict of every task"
-    assert _problems(_run_all_cells(lab, browser, notebook, wall_times), code_cells) == []
+    problems = _problems(_run_all_cells(lab, browser, notebook, wall_times), code_cells)
+    assert not problems, "what a learner sees go wrong:\n" + "\n".join(problems)
 
 
 def test_the_rehearsal_sees_stderr_errors_broken_pictures_wrong_verdicts_and_stray_asterisks(
