@@ -7,6 +7,8 @@
 #   ./dev.sh test-tf220  the suite again in .venv-tf220 with Colab's TensorFlow 2.20 / tf_keras 2.20
 #   ./dev.sh test-colab  the Colab rehearsal: lessons run unchanged in a Colab-shaped .venv-colab,
 #                        their first cell installing pstutor from a local copy of this tree
+#   ./dev.sh test-browser  JupyterLab in Chromium: run notebooks from the Run menu, screenshots in
+#                          browser-screenshots/ (Chromium and fonts: .ci/system-packages.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -66,5 +68,10 @@ case "$job" in
       echo "$want" > "$colab/.pstutor-installed"
     fi
     PSTUTOR_COLAB_PYTHON="$PWD/$colab/bin/python" exec python -m pytest tests/test_colab.py -s "$@" ;;
-  *) echo "usage: ./dev.sh [demo|test|test-tf220|test-colab|build|doctor] [args...]" >&2; exit 2 ;;
+  test-browser)
+    status=0
+    python -m pytest -m browser -rs tests/test_browser.py "$@" || status=$?
+    cat browser-screenshots/wall-times.txt 2>/dev/null || true
+    exit "$status" ;;
+  *) echo "usage: ./dev.sh [demo|test|test-tf220|test-colab|test-browser|build|doctor] [args...]" >&2; exit 2 ;;
 esac
