@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# System packages for the browser rehearsal (tests/test_browser.py): Chromium, and fonts for Chinese
-# and for the checks' ✅/❌ verdicts; bubblewrap for the grader's sandbox (tests/test_grade.py). Idempotent and quiet: apt installs only what is missing
-# (chromium, fonts-noto-cjk, fonts-noto-color-emoji, bubblewrap), as root or through sudo. Never fails the CI:
-# where apt cannot install them it says so, and without Chromium the browser test skips.
+# System packages some tests need: Chromium, and fonts for Chinese and for the checks' ✅/❌
+# verdicts (the browser rehearsal, tests/test_browser.py); bubblewrap (the grader's sandbox).
+# Idempotent and quiet: apt installs only what is missing, as root or through sudo. Never
+# fails the CI: where apt cannot install them it says so, and the tests that need them skip.
 set -uo pipefail
 
 has_browser() { command -v chromium || command -v chromium-browser; } >/dev/null 2>&1
