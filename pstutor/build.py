@@ -62,6 +62,10 @@ _WRITE_HERE = {"en": "# ✏️ Task {task}: write your code here",
                "zh": "# ✏️ 任务 {task}：在这里写你的代码"}
 _SOLUTION_TITLE = {"en": " (solution)", "zh": "（参考答案）"}
 _CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"  # ideographs, CJK and full-width punctuation
+_FULL_WIDTH_PUNCTUATION = "".join(chr(c) for c in [*range(0x3000, 0x3040), *range(0xFF01, 0xFF10),
+                                                      *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
+                                                      *range(0xFF5B, 0xFF66)])
+_STRONG = re.compile(r"\*\*([^*\n]+?)\*\*")
 _BLOCK_START = re.compile(r"^\s*([#>|*+-]|\d+[.)]\s|```|<!--|$)")  # a line that opens its own block
 
 
@@ -278,7 +282,7 @@ def render(source: Path, lang: str, variant: str | None = None,
             title, _, rest = cell.source.partition("\n")
             cells.append(nbformat.v4.new_markdown_cell(title + _SOLUTION_TITLE[lang] + _ + rest))
         else:
-            cells.append(nbformat.v4.new_markdown_cell(join_cjk_lines(cell.source)))
+            cells.append(nbformat.v4.new_markdown_cell(bold_outside_cjk_punctuation(join_cjk_lines(cell.source))))
         if cell.tags:
             cells[-1].metadata["tags"] = list(cell.tags)
         if len(cells) == 1:  # the title: the badge follows it
@@ -316,6 +320,24 @@ def join_cjk_lines(markdown: str) -> str:
         if line.lstrip().startswith("```"):
             fenced = not fenced
     return "\n".join(lines)
+
+
+def bold_outside_cjk_punctuation(markdown: str) -> str:
+    """`**下一课：**第 2 课` -> `**下一课**：第 2 课`, which CommonMark renders as bold.
+
+    A `**` between full-width punctuation and a Chinese character is not a delimiter in
+    CommonMark (JupyterLab, GitHub, Colab): the asterisks would show. Punctuation at either
+    end of the bold text moves outside it.
+    """
+    def move(match: re.Match) -> str:
+        inner = match.group(1)
+        core = inner.strip(_FULL_WIDTH_PUNCTUATION)
+        if not core:
+            return match.group(0)
+        start = inner.index(core)
+        return f"{inner[:start]}**{core}**{inner[start + len(core):]}"
+
+    return _STRONG.sub(move, markdown)
 
 
 def without_outputs(notebook: dict) -> dict:

@@ -275,3 +275,25 @@ def test_chinese_text_reads_as_chinese(source, variant):
         assert build.join_cjk_lines(text) == text, f"a Chinese sentence is broken across lines:\n{text[:300]}"
         prose = _prose(text).replace("周期（epoch）", "")  # the term glossed once is fine
         assert "epoch" not in prose.lower(), f"'epoch' is 周期 in Chinese prose:\n{text[:300]}"
+
+
+def _literal_asterisks(markdown: str) -> list[str]:
+    """Text that CommonMark (JupyterLab, GitHub, Colab) would show with its `**` unparsed."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for block in MarkdownIt("commonmark").parse(markdown):
+        found += [t.content for t in block.children or [] if t.type == "text" and "**" in t.content]
+    return found
+
+
+def test_bold_text_next_to_chinese_punctuation_renders_as_bold():
+    assert _literal_asterisks("**下一课：**第 2 课")  # what CommonMark does with the raw source
+    assert build.bold_outside_cjk_punctuation("**下一课：**第 2 课") == "**下一课**：第 2 课"
+    assert not _literal_asterisks(build.bold_outside_cjk_punctuation("**（注）**正文，**谁也不等谁。**每一行"))
+
+
+@pytest.mark.parametrize("source, variant, lang", TARGETS, ids=lambda v: _id(v))
+def test_no_markdown_cell_shows_literal_asterisks(source, variant, lang):
+    for text in _markdown(_committed(source, lang, variant)):
+        assert not _literal_asterisks(text), f"{source.name} ({lang}): {_literal_asterisks(text)}"
