@@ -110,6 +110,7 @@ def kubernetes_manifest(
 ) -> str:
     """Plain Kubernetes: the checkpoint volume claim, then a headless Service and a Job per task."""
     image = image or default_image()
+    _check_arguments(program, image, name, "jobs", volume_claim)
     counts = {"chief": 1, "worker": num_workers, "ps": num_ps}
     cluster = {job: [f"{name}-{job}-{i}:{port}" for i in range(n)] for job, n in counts.items() if n}
     documents = [_volume_claim(volume_claim, name)]
@@ -149,6 +150,7 @@ def tfjob_manifest(
 ) -> str:
     """Kubeflow's training operator: the volume claim and one `TFJob` (Chief, Worker, PS)."""
     image = image or default_image()
+    _check_arguments(program, image, name, "tfjob", volume_claim)
     counts = {"Chief": ("chief", 1), "Worker": ("worker", num_workers), "PS": ("ps", num_ps)}
     replicas = {}
     for kind, (job, count) in counts.items():
