@@ -113,6 +113,11 @@ class LocalCluster:
         child = self._children.get((task_type, task_index))
         return child is not None and child.running
 
+    def pid(self, task_type: str, task_index: int) -> int | None:
+        """The process id of one task while it runs (None when it is down)."""
+        child = self._children.get((task_type, task_index))
+        return child.pid if child is not None and child.running else None
+
     def pids(self) -> list[int]:
         """Process ids of the running tasks."""
         return [c.pid for c in self._children.values() if c.running]
