@@ -9,12 +9,14 @@ It ties its life to the parent (`processes.guard_parent`), prepares TensorFlow
 - `compare ARGS...`: one run of the strategy comparison (`pstutor.compare_worker`).
 
 A `TF_CONFIG` that TensorFlow could not use ends the child with one line and exit code 2.
+Children of a pstutor process ignore Ctrl-C (their parent handles it and stops them).
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 from collections.abc import Callable
 
@@ -55,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if PARENT_ENV in os.environ:  # started by pstutor (a start script on a real machine is not)
         guard_parent()
+        # Ctrl-C in a terminal reaches the whole process group: the parent handles it and
+        # stops its children, which must not die first with a traceback of their own.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     from pstutor.language import LANGUAGES, set_language
     from pstutor.tf_config import TFConfigError, parse_tf_config
 

@@ -30,7 +30,8 @@ def serve() -> int:
         print(say(f"{task} stopped.", f"{task} 已停止。"), flush=True)
         os._exit(0)  # at once: a clean gRPC shutdown would only print errors about the peers
 
-    signal.signal(signal.SIGINT, stopped)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # ignored under a pstutor parent
+        signal.signal(signal.SIGINT, stopped)
     signal.signal(signal.SIGTERM, stopped)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     server_config = None

@@ -67,14 +67,17 @@ def test_killing_the_parent_outright_leaves_no_task_running(tmp_path):
         "print(' '.join(map(str, cluster.pids())), flush=True)\n"
         "time.sleep(600)\n"
     )
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=ROOT)
+                              cwd=ROOT, env=dict(clean_env(), TMPDIR=str(temp)))
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]
         assert len(pids) == 2 and all(alive(p) for p in pids)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)
         assert wait_gone(pids) == [], "task processes outlived their parent"
+        assert list(temp.iterdir()) == [], "the cluster's logs outlived it"
     finally:
         if parent.poll() is None:
             parent.kill()

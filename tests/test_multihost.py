@@ -139,7 +139,7 @@ class Hosts:
 
     def start(self, task: str, launch: Path) -> None:
         """Run the task's start script, unchanged, in its namespace and its folder."""
-        env = dict(clean_env(), PSTUTOR_PARENT_PID=str(os.getpid()))  # servers end with the test
+        env = clean_env()  # as on a real machine: the fixture stops whatever runs in the namespaces
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # `python`
         with open(self.folders[task] / "task.log", "ab") as log:
             self.processes[task] = subprocess.Popen(
