@@ -72,8 +72,8 @@ def _cluster_up(args: argparse.Namespace) -> int:
         print(say("Coordinator (chief) TF_CONFIG — export it in the program that trains:",
                   "协调器（chief）的 TF_CONFIG，请在训练程序中设置："))
         print(f"export TF_CONFIG='{cluster.tf_config('chief', 0)}'")
-        print(say("Running; press Ctrl-C to stop.", "运行中；按 Ctrl-C 停止。"), flush=True)
         try:
+            print(say("Running; press Ctrl-C to stop.", "运行中；按 Ctrl-C 停止。"), flush=True)
             while all(cluster.alive(*task) for task in cluster.tasks):
                 time.sleep(0.5)
             print(say("A task exited; stopping the cluster.", "有任务退出，正在停止集群。"))
