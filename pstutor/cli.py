@@ -213,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _positive(text: str) -> int:
-    if not re.fullmatch(r"[0-9]+", text.strip()):  # int() would also take '１２' or '1_0'
+    if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):  # int() would also take '１２' or '1_0'
         raise argparse.ArgumentTypeError(say(f"must be a whole number, not {text!r}",
                                              f"必须是整数，而不是 {text!r}"))
     value = int(text)

@@ -133,7 +133,7 @@ def test_cli_speaks_chinese():
     (["--strategies", "none,horovod"], "Unknown strategy name(s): 'horovod'"),
     (["--examples", "0"], "must be at least 1"),
     (["--examples", "-5"], "must be at least 1"),
-    (["--batch-size", "x"], "invalid _positive value"),
+    (["--batch-size", "x"], "must be a whole number, not 'x'"),
 ])
 def test_cli_refuses_bad_input(args, message):
     result = run_pstutor("compare", *args)
