@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from pstutor.language import LANGUAGES, say, set_language
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pstutor.demo import run_demo
+    from pstutor.demo import check_out_folder, run_demo
 
+    check_out_folder(args.out)  # before a minute of training, not after
     print(say("pstutor demo: parameter server training on an in-process cluster",
               "pstutor 演示：在进程内集群上进行参数服务器训练"), flush=True)
     result = run_demo(args.out, workers=args.workers, ps=args.ps, epochs=args.epochs,
@@ -57,18 +59,24 @@ def _cluster_up(args: argparse.Namespace) -> int:
 
     from pstutor.local_cluster import LocalCluster
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a plain `kill` also cleans up
+    cluster = LocalCluster(args.workers, args.ps)  # refuses a size the machine cannot hold
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a plain `kill`, a closed terminal: clean up too
+        signal.signal(sig, lambda *_: sys.exit(0))
     print(say(f"starting {args.workers} workers and {args.ps} ps as local processes ...",
               f"正在以本地进程启动 {args.workers} 个工作进程和 {args.ps} 个参数服务器……"),
           flush=True)
-    with LocalCluster(args.workers, args.ps) as cluster:
+    with cluster:
         for job, index in cluster.tasks:
             print(f"  {job} {index}  {cluster.address(job, index)}")
+        print(say("Warning: every server listens on all IPv4 and IPv6 interfaces, without "
+                  "authentication; run this only on a trusted network or behind a firewall.",
+                  "警告：每个服务器都在所有 IPv4 和 IPv6 网络接口上监听，且没有身份验证；"
+                  "只在可信网络中或防火墙之后运行。"))
         print(say("Coordinator (chief) TF_CONFIG — export it in the program that trains:",
                   "协调器（chief）的 TF_CONFIG，请在训练程序中设置："))
         print(f"export TF_CONFIG='{cluster.tf_config('chief', 0)}'")
-        print(say("Running; press Ctrl-C to stop.", "运行中；按 Ctrl-C 停止。"), flush=True)
         try:
+            print(say("Running; press Ctrl-C to stop.", "运行中；按 Ctrl-C 停止。"), flush=True)
             while all(cluster.alive(*task) for task in cluster.tasks):
                 time.sleep(0.5)
             print(say("A task exited; stopping the cluster.", "有任务退出，正在停止集群。"))
@@ -83,7 +91,8 @@ def _launch_files(args: argparse.Namespace) -> int:
 
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
     for path in write_launch_files(args.out, hosts, args.workers, args.ps, port=args.port,
-                                   program=args.program, image=args.image):
+                                   program=args.program, image=args.image, name=args.name,
+                                   format=args.format, volume_claim=args.volume_claim):
         print(say("wrote", "已写入"), path)
     return 0
 
@@ -165,16 +174,24 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=_positive, default=2)
     up.add_argument("--ps", type=_positive, default=1)
     up.set_defaults(run=_cluster_up)
-    files = actions.add_parser("launch-files", help="start scripts and a Kubernetes manifest")
+    files = actions.add_parser("launch-files",
+                               help="start scripts, a Kubernetes manifest and a Dockerfile")
     files.add_argument("--hosts", required=True,
                        help="comma-separated, one per task: chief, workers, then ps")
     files.add_argument("--workers", type=_positive, default=2)
     files.add_argument("--ps", type=_positive, default=1)
-    files.add_argument("--port", type=_positive, default=2222)
+    files.add_argument("--port", type=_port, default=2222, help="the same on every host (default: 2222)")
     files.add_argument("--program", default="train.py", help="what the chief runs")
-    files.add_argument("--image", default="tensorflow/tensorflow:2.21.0",
-                       help="container image for Kubernetes")
-    files.add_argument("--out", type=Path, default=Path("launch"))
+    files.add_argument("--format", choices=("jobs", "tfjob"), default="jobs",
+                       help="jobs: a Service and a Job per task (kubernetes.yaml); "
+                            "tfjob: one Kubeflow TFJob (tfjob.yaml)")
+    files.add_argument("--image", default=None,
+                       help="container image (default: the one the written Dockerfile builds)")
+    files.add_argument("--name", default="pstutor", help="prefix of the Kubernetes objects")
+    files.add_argument("--volume-claim", default="pstutor-checkpoints",
+                       help="PersistentVolumeClaim for the checkpoints (default: pstutor-checkpoints)")
+    files.add_argument("--out", type=Path, default=Path("launch"),
+                       help="folder for the files; files pstutor did not write are never replaced")
     files.set_defaults(run=_launch_files)
 
     versus = commands.add_parser("compare", help="train one model under each strategy, side by side")
@@ -201,14 +218,29 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _positive(text: str) -> int:
+    if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):  # int() would also take '１２' or '1_0'
+        raise argparse.ArgumentTypeError(say(f"must be a whole number, not {text!r}",
+                                             f"必须是整数，而不是 {text!r}"))
     value = int(text)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+        raise argparse.ArgumentTypeError(say(f"must be at least 1, not {value}",
+                                             f"必须至少为 1，而不是 {value}"))
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(say(f"a port is at most 65535, not {value}",
+                                             f"端口最大为 65535，而不是 {value}"))
     return value
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `pstutor` command."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["--lang", "zh"] or argv[:1] == ["--lang=zh"]:  # argument errors in Chinese too
+        set_language("zh")
     args = parser().parse_args(argv)
     set_language(args.lang)
     try:
@@ -216,13 +248,19 @@ def main(argv: list[str] | None = None) -> int:
     except CourseNotFoundError as err:  # a course tool run outside a clone
         print(f"pstutor: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(say("interrupted.", "已中断。"), file=sys.stderr)
+        return 130
     except (ValueError, RuntimeError) as err:  # bad input or a cluster that failed: say why
         from pstutor.build import LessonError
+        from pstutor.demo import DemoError
         from pstutor.grade import GradingError
+        from pstutor.launch_files import LaunchFilesError
         from pstutor.local_cluster import ClusterStartError
         from pstutor.tf_config import TFConfigError
 
-        if not isinstance(err, TFConfigError | ClusterStartError | GradingError | LessonError):
+        if not isinstance(err, TFConfigError | ClusterStartError | GradingError | LaunchFilesError
+                          | DemoError | LessonError):
             raise
         print(f"pstutor: {err}", file=sys.stderr)
         return 2

@@ -6,23 +6,17 @@ configured), and returns one record per strategy. `run_workers()` runs a program
 local worker processes, each with its own `TF_CONFIG`, which is what
 `MultiWorkerMirroredStrategy` needs; `run_program()` runs one program in a fresh process.
 
-No orphans: children are stopped when the run ends, fails, times out or is interrupted
-(Ctrl-C), at interpreter exit, and they end themselves when this process is killed
-(`processes.guard_parent`).
+No orphans: children are `processes.Child`ren, stopped when the run ends, fails, times out
+or is interrupted (Ctrl-C), at interpreter exit, and they end themselves when this process
+is killed; their output lives in anonymous files that nothing outlives.
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import difflib
 import inspect
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +24,7 @@ from pathlib import Path
 
 from pstutor import compare_worker
 from pstutor.language import say
-from pstutor.processes import parent_env, stop
+from pstutor.processes import Child, stop
 from pstutor.tf_config import cluster_dict, make_tf_config
 
 STRATEGIES = ("none", "mirrored", "ps", "mwms")
@@ -195,70 +189,49 @@ def _run_group(commands: list[list[str]], cwd: str | Path | None, timeout: float
 
 
 class ProcessGroup:
-    """`python -m pstutor.compare_worker` children that never outlive this process."""
+    """`pstutor.compare_worker` children (benchmarks or programs) that never outlive this process."""
 
     def __init__(self) -> None:
-        self._processes: list[subprocess.Popen] = []
-        self._logs: list[Path] = []
-        self._log_dir: Path | None = None
+        self._children: list[Child] = []
         self._launched = time.time()
 
     def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | Path | None = None) -> None:
         """Start one child; benchmark children learn when the group started (for start-up time)."""
-        if self._log_dir is None:
-            self._log_dir = Path(tempfile.mkdtemp(prefix="pstutor-compare-"))
+        if not self._children:
             self._launched = time.time()
-            _LIVE.add(self)
-        full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-        full_env.update(env, **parent_env())
-        argv = [sys.executable, "-m", "pstutor.compare_worker", *args]
-        if args and args[0] == "bench":
-            argv += ["--launched", repr(self._launched)]
-        log = self._log_dir / f"{len(self._processes)}.log"
-        with open(log, "wb") as handle:
-            self._processes.append(subprocess.Popen(
-                argv, env=full_env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL))
-        self._logs.append(log)
+        args = list(args)
+        if args and args[0] == "script":  # a program: the child entry point runs it as __main__
+            role, args = "program", args[1:]
+        else:
+            role, args = "compare", [*args, "--launched", repr(self._launched)]
+        child = Child(role, args, env={"TF_CONFIG": None, **env}, cwd=cwd)
+        self._children.append(child.start())
 
     def wait(self, timeout: float) -> None:
         """Wait until all children end, or one fails (the rest are then stopped); raise on timeout."""
         deadline = time.monotonic() + timeout
-        while any(p.poll() is None for p in self._processes):
-            if any(p.poll() not in (None, 0) for p in self._processes):
-                self.close(remove_logs=False)
+        while any(c.running for c in self._children):
+            if any(c.returncode not in (None, 0) for c in self._children):
+                stop(self._children)
                 return
             if time.monotonic() > deadline:
-                self.close(remove_logs=False)
-                tail = self._logs[0].read_text(errors="replace")[-2000:] if self._logs else ""
+                stop(self._children)
+                tail = self._children[0].output()[-2000:] if self._children else ""
                 raise CompareError(say(f"no result within {timeout:.0f} s; last output:\n{tail}",
                                        f"{timeout:.0f} 秒内没有结果；最后的输出：\n{tail}"))
             time.sleep(0.05)
 
     def runs(self) -> list[WorkerRun]:
         """Exit code and output of every child (after `wait`)."""
-        return [WorkerRun(i, p.returncode, log.read_text(errors="replace"))
-                for i, (p, log) in enumerate(zip(self._processes, self._logs, strict=True))]
+        return [WorkerRun(i, c.returncode, c.output()) for i, c in enumerate(self._children)]
 
-    def close(self, remove_logs: bool = True) -> None:
+    def close(self) -> None:
         """Stop every child still running: SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
-        stop(self._processes)
-        _LIVE.discard(self)
-        if remove_logs and self._log_dir is not None:
-            shutil.rmtree(self._log_dir, ignore_errors=True)
+        for child in self._children:
+            child.close()
 
     def __enter__(self) -> ProcessGroup:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-_LIVE: set[ProcessGroup] = set()
-
-
-@atexit.register
-def _close_all() -> None:
-    """Normal interpreter exit: stop every child still running."""
-    for group in list(_LIVE):
-        group.close()

@@ -1,4 +1,4 @@
-"""The child side of `pstutor.compare`: `python -m pstutor.compare_worker ...`.
+"""The child side of `pstutor.compare`: role `compare` of `python -m pstutor.child`.
 
 Two uses, both in a fresh process (logical devices can only be configured before the
 TensorFlow runtime starts, and a fresh process makes every strategy start from scratch):
@@ -7,8 +7,7 @@ TensorFlow runtime starts, and a fresh process makes every strategy start from s
   print one line `RESULT {json}` with the measurements;
 - `script PATH ARGS...`: run a Python program (e.g. a lesson's multi-worker program).
 
-Either way the process first arranges to end when the process that started it dies
-(`processes.guard_parent`).
+`pstutor.child` has already tied the process to its parent and called `pstutor.setup()`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import sys
 import time
 
 from pstutor.clusters import in_process_cluster
-from pstutor.processes import guard_parent
 
 NUM_FEATURES = 8
 NUM_EXAMPLES = 1024
@@ -129,8 +127,8 @@ def _model(tf):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: `bench` or `script`, after arranging to die with the parent."""
-    parser = argparse.ArgumentParser(prog="python -m pstutor.compare_worker")
+    """Entry point (from `pstutor.child`): `bench` or `script`."""
+    parser = argparse.ArgumentParser(prog="python -m pstutor.child compare")
     modes = parser.add_subparsers(dest="mode", required=True)
     run = modes.add_parser("bench")
     run.add_argument("strategy", choices=sorted(MAKERS))
@@ -143,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     script.add_argument("path")
     script.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    guard_parent()
     if args.mode == "script":
         sys.argv = [args.path, *args.args]
         runpy.run_path(args.path, run_name="__main__")
@@ -156,4 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pstutor.child import main as child_main
+
+    sys.exit(child_main(["compare", *sys.argv[1:]]))

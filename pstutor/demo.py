@@ -7,6 +7,7 @@ that a learner (or CI) can see the whole pipeline work in under a minute.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,21 @@ from pstutor.language import say
 from pstutor.pictures import draw_cluster, plot_curves
 
 BATCH = 64
+
+
+class DemoError(ValueError):
+    """Arguments the demo cannot run with (said before any training starts)."""
+
+
+def check_out_folder(out: Path) -> None:
+    """Refuse an output folder that is a file or cannot be created / written."""
+    if out.exists() and not out.is_dir():
+        raise DemoError(say(f"--out {out} is a file; give a folder for the pictures.",
+                            f"--out {out} 是一个文件；请给出存放图片的文件夹。"))
+    existing = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise DemoError(say(f"--out {out}: cannot write into {existing}.",
+                            f"--out {out}：无法写入 {existing}。"))
 
 
 @dataclasses.dataclass
@@ -36,8 +52,9 @@ def run_demo(
     log: Callable[[str], None] = print,
 ) -> DemoResult:
     """Train the toy model both ways on an in-process cluster and save the pictures to `out`."""
+    check_out_folder(out)
     if epochs < 1 or steps_per_epoch < 1:
-        raise ValueError(say("epochs and steps_per_epoch must be at least 1.",
+        raise DemoError(say("epochs and steps_per_epoch must be at least 1.",
                              "epochs 和 steps_per_epoch 必须至少为 1。"))
     started = time.perf_counter()
     env = setup()

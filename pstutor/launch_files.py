@@ -1,21 +1,63 @@
-"""Launch files for a cluster on several machines: one start script per task, and a
-Kubernetes manifest (one Service and one Job per task, each with its own `TF_CONFIG`).
+"""Launch files for a cluster on several machines or on Kubernetes.
 
-Every worker and ps runs the same program, `python -m pstutor.task_server`, which reads its
-role from `TF_CONFIG`; the chief runs your training program.
+`write_launch_files` writes, into one folder:
+
+- `start-<task>.sh` per task: the task's own `TF_CONFIG`, `GRPC_FAIL_FAST`, then the program
+  (run each on its machine, unchanged: every host uses the same port);
+- a Kubernetes manifest, in one of two formats:
+  `jobs` (`kubernetes.yaml`: a headless Service and a Job per task, plain Kubernetes) or
+  `tfjob` (`tfjob.yaml`: one `TFJob` of Kubeflow's training operator, which starts the pods
+  and writes each one's `TF_CONFIG` itself);
+- a `Dockerfile` for the image every pod runs: the course's Python, TensorFlow, tf-keras,
+  pstutor and the training program.
+
+Every worker and ps runs `python -m pstutor.task_server`, which reads its role from
+`TF_CONFIG`; the chief runs your training program. The manifests are built as data and
+written with PyYAML. Files are only ever overwritten when this function wrote them (they
+carry `MARKER`); anything else in the folder is refused before a byte is written.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.metadata
+import re
 import shlex
+import sys
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+import yaml
 
 from pstutor.language import say
-from pstutor.tf_config import TFConfigError, all_tf_configs, cluster_dict
+from pstutor.tf_config import all_tf_configs, cluster_dict
 
+FORMATS = ("jobs", "tfjob")
+MARKER = "# Written by `pstutor cluster launch-files`"
 SERVER_COMMAND = ["python", "-m", "pstutor.task_server"]
+PACKAGE = "https://github.com/pstutor/pstutor/archive/refs/tags/v{version}.tar.gz"
+APP_DIR = "/app"  # where the image keeps the program; checkpoints go to APP_DIR/output
+CHECKPOINTS = f"{APP_DIR}/output"
+# What one task asks the scheduler for: a task process takes ~0.7 GB (local_cluster.TASK_MEMORY_GB).
+RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}}
+# Restart policy per job (plain Jobs: restartPolicy and backoffLimit; TFJob: restartPolicy).
+# A worker restarted in place keeps its name and rejoins (lesson 7). A ps restarts empty: the
+# chief's training then fails, and the chief, restarted too, resumes from its checkpoint.
+RESTARTS = {"chief": 3, "worker": 10, "ps": 3}
+_NAME = re.compile(r"[a-z]([-a-z0-9]{0,30}[a-z0-9])?")  # leaves room for "-worker-NN" in 63
+_CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
+_PATH = re.compile(r"[^\x00-\x20\x7f]+")  # one word: no spaces, no line breaks
+
+
+class LaunchFilesError(ValueError):
+    """Arguments the launch files cannot be written from, or a folder they must not touch."""
+
+
+def default_image() -> str:
+    """The image name the generated Dockerfile builds, tagged with pstutor's version."""
+    from pstutor import __version__
+
+    return f"pstutor-training:{__version__}"
 
 
 def task_command(task_type: str, program: str) -> list[str]:
@@ -25,24 +67,26 @@ def task_command(task_type: str, program: str) -> list[str]:
 
 def write_launch_files(
     out: Path, hosts: Sequence[str], num_workers: int, num_ps: int, *, port: int = 2222,
-    program: str = "train.py", image: str = "tensorflow/tensorflow:2.21.0", name: str = "pstutor",
+    program: str = "train.py", image: str | None = None, name: str = "pstutor",
+    format: str = "jobs", volume_claim: str = "pstutor-checkpoints",
 ) -> list[Path]:
-    """Write `start-<task>.sh` for each task on `hosts` and `kubernetes.yaml`; return the paths."""
+    """Write the start scripts, the manifest of `format` and the Dockerfile; return their paths."""
+    image = image or default_image()
+    _check_arguments(program, image, name, format, volume_claim)
     cluster = cluster_dict(num_workers, num_ps, chief=True, hosts=list(hosts), port=port)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
+    files: dict[str, str] = {}
     for config in all_tf_configs(cluster):
         host = cluster[config.task_type][config.task_index].rsplit(":", 1)[0]
-        path = out / f"start-{config.task_type}-{config.task_index}.sh"
-        path.write_text(start_script(config.to_json(), config.task_type, config.task_index, host,
-                                     program))
-        path.chmod(0o755)
-        written.append(path)
-    manifest = out / "kubernetes.yaml"
-    manifest.write_text(kubernetes_manifest(num_workers, num_ps, port=port, program=program,
-                                            image=image, name=name))
-    written.append(manifest)
-    return written
+        files[f"start-{config.task_type}-{config.task_index}.sh"] = start_script(
+            config.to_json(), config.task_type, config.task_index, host, program)
+    kwargs = {"port": port, "program": program, "image": image, "name": name,
+              "volume_claim": volume_claim}
+    if format == "tfjob":
+        files["tfjob.yaml"] = tfjob_manifest(num_workers, num_ps, **kwargs)
+    else:
+        files["kubernetes.yaml"] = kubernetes_manifest(num_workers, num_ps, **kwargs)
+    files["Dockerfile"] = dockerfile(program, image)
+    return _write(Path(out), files)
 
 
 def start_script(tf_config: str, task_type: str, task_index: int, host: str, program: str) -> str:
@@ -50,8 +94,9 @@ def start_script(tf_config: str, task_type: str, task_index: int, host: str, pro
     command = task_command(task_type, program)
     return (
         "#!/usr/bin/env bash\n"
-        f"# {task_type} {task_index}: run this on {host}.\n"
-        "# The servers have no authentication: keep the cluster on a private network.\n"
+        f"{MARKER}: {task_type} {task_index}, run it on {host}.\n"
+        "# The server listens on every IPv4 and IPv6 interface without authentication:\n"
+        "# keep the cluster on a private network behind a firewall.\n"
         "set -euo pipefail\n"
         f"export TF_CONFIG={shlex.quote(tf_config)}\n"
         "export GRPC_FAIL_FAST=use_caller\n"
@@ -61,69 +106,194 @@ def start_script(tf_config: str, task_type: str, task_index: int, host: str, pro
 
 def kubernetes_manifest(
     num_workers: int, num_ps: int, *, port: int = 2222, program: str = "train.py",
-    image: str = "tensorflow/tensorflow:2.21.0", name: str = "pstutor",
+    image: str | None = None, name: str = "pstutor", volume_claim: str = "pstutor-checkpoints",
 ) -> str:
-    """One Service and one Job per task; tasks find each other by their Service names."""
-    if not name.replace("-", "").isalnum() or name != name.lower():
-        raise TFConfigError(say(f"{name!r} is not a valid Kubernetes name (lowercase, digits, '-').",
-                                f"{name!r} 不是合法的 Kubernetes 名称（小写字母、数字和“-”）。"))
+    """Plain Kubernetes: the checkpoint volume claim, then a headless Service and a Job per task."""
+    image = image or default_image()
+    _check_arguments(program, image, name, "jobs", volume_claim)
     counts = {"chief": 1, "worker": num_workers, "ps": num_ps}
     cluster = {job: [f"{name}-{job}-{i}:{port}" for i in range(n)] for job, n in counts.items() if n}
-    documents = []
+    documents = [_volume_claim(volume_claim, name)]
     for config in all_tf_configs(cluster):
         task = f"{name}-{config.task_type}-{config.task_index}"
         labels = {"app": name, "task": task}
-        command = task_command(config.task_type, program)
-        documents.append(_yaml({
+        documents.append({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": task, "labels": {"app": name}},
             "spec": {"selector": labels, "clusterIP": "None",
                      "ports": [{"name": "grpc", "port": port, "targetPort": port}]},
-        }))
-        documents.append(_yaml({
+        })
+        pod = _pod(config.task_type, program, image, port, "grpc", volume_claim,
+                   [{"name": "TF_CONFIG", "value": config.to_json()}])
+        documents.append({
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": task, "labels": {"app": name}},
-            "spec": {"backoffLimit": 0, "template": {
-                "metadata": {"labels": labels},
-                "spec": {"restartPolicy": "Never", "containers": [{
-                    "name": "tensorflow", "image": image, "command": command,
-                    "ports": [{"containerPort": port}],
-                    "env": [{"name": "TF_CONFIG", "value": config.to_json()},
-                            {"name": "GRPC_FAIL_FAST", "value": "use_caller"}],
-                }]},
-            }},
-        }))
-    header = (
-        "# One Service + one Job per task; apply with: kubectl apply -f kubernetes.yaml\n"
-        f"# The image must contain TensorFlow, tf-keras, pstutor and {program}.\n"
-        "# The servers have no authentication: keep them inside the cluster network.\n"
+            "spec": {"backoffLimit": RESTARTS[config.task_type],
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"restartPolicy": "OnFailure", **pod}}},
+        })
+    header = [
+        f"{MARKER}: plain Kubernetes, a Service and a Job per task.",
+        "# Build the image first (see Dockerfile), then: kubectl apply -f kubernetes.yaml",
+        "# Workers, ps and chief restart on failure (restartPolicy: OnFailure) and keep their",
+        "# Service name: a restarted worker rejoins; after a ps restart the chief fails, restarts",
+        f"# and must resume from its last checkpoint in {CHECKPOINTS} (volume claim {volume_claim}).",
+        "# The servers never end: when the chief's Job has completed, kubectl delete -f kubernetes.yaml",
+        "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy).",
+    ]
+    return _dump(header, documents)
+
+
+def tfjob_manifest(
+    num_workers: int, num_ps: int, *, port: int = 2222, program: str = "train.py",
+    image: str | None = None, name: str = "pstutor", volume_claim: str = "pstutor-checkpoints",
+) -> str:
+    """Kubeflow's training operator: the volume claim and one `TFJob` (Chief, Worker, PS)."""
+    image = image or default_image()
+    _check_arguments(program, image, name, "tfjob", volume_claim)
+    counts = {"Chief": ("chief", 1), "Worker": ("worker", num_workers), "PS": ("ps", num_ps)}
+    replicas = {}
+    for kind, (job, count) in counts.items():
+        if count:
+            replicas[kind] = {
+                "replicas": count, "restartPolicy": "OnFailure",
+                "template": {"metadata": {"labels": {"app": name}},
+                             "spec": _pod(job, program, image, port, "tfjob-port", volume_claim, [])},
+            }
+    tfjob = {
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "tfReplicaSpecs": replicas},
+    }
+    header = [
+        f"{MARKER}: one TFJob for Kubeflow's training operator.",
+        "# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
+        "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG.",
+        "# Replicas restart on failure; when the chief succeeds the job succeeds and the",
+        "# servers still running are deleted (cleanPodPolicy: Running).",
+        "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy).",
+    ]
+    return _dump(header, [_volume_claim(volume_claim, name), tfjob])
+
+
+def dockerfile(program: str, image: str) -> str:
+    """The image every task runs: the course's Python, TensorFlow, tf-keras, pstutor and the program."""
+    from pstutor import __version__
+
+    versions = {package: _installed(package) for package in ("tensorflow", "tf-keras")}
+    pins = " ".join(f'"{package}=={version}"' for package, version in versions.items())
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (
+        f"{MARKER}: the image every task runs.\n"
+        f"# Build it in the folder that holds {PurePosixPath(program).name}:\n"
+        f"#   docker build -t {image} .\n"
+        "# and push it where your cluster pulls images from (then use that name in the manifest).\n"
+        f"FROM python:{python}-slim\n"
+        f"RUN pip install --no-cache-dir {pins} \\\n"
+        f'    "pstutor @ {PACKAGE.format(version=__version__)}"\n'
+        f"WORKDIR {APP_DIR}\n"
+        f"COPY {PurePosixPath(program).name} {_app_path(program)}\n"
     )
-    return header + "---\n".join(documents)
 
 
-def _yaml(value, indent: int = 0) -> str:
-    """A small YAML writer for the manifest (mappings, lists, strings, numbers)."""
-    pad = "  " * indent
-    if isinstance(value, dict):
-        lines = []
-        for key, item in value.items():
-            if isinstance(item, dict | list) and item:
-                lines.append(f"{pad}{key}:\n{_yaml(item, indent + 1)}")
-            else:
-                lines.append(f"{pad}{key}: {_scalar(item)}")
-        return "\n".join(lines) + ("\n" if indent == 0 else "")
-    lines = []
-    for item in value:
-        text = _yaml(item, indent + 1) if isinstance(item, dict | list) else pad + "  " + _scalar(item)
-        lines.append(f"{pad}- {text.lstrip()}")
-    return "\n".join(lines)
+def _pod(job: str, program: str, image: str, port: int, port_name: str, volume_claim: str,
+         env: list[dict]) -> dict:
+    """A pod spec for one task; the chief and the ps mount the checkpoint volume."""
+    container = {
+        "name": "tensorflow", "image": image,
+        "command": task_command(job, _app_path(program)), "workingDir": APP_DIR,
+        "ports": [{"name": port_name, "containerPort": port}],
+        "env": [*env, {"name": "GRPC_FAIL_FAST", "value": "use_caller"}],
+        "resources": RESOURCES,
+    }
+    pod: dict = {"containers": [container]}
+    if job in ("chief", "ps"):  # the chief saves; by default every ps writes its own shard
+        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINTS}]
+        pod["volumes"] = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume_claim}}]
+    return pod
 
 
-def _scalar(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, dict | list):
-        return json.dumps(value)
-    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid YAML string
+def _volume_claim(volume_claim: str, name: str) -> dict:
+    """A claim shared by the chief and every ps (ReadWriteMany: pods on several nodes)."""
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": volume_claim, "labels": {"app": name}},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def _app_path(program: str) -> str:
+    return f"{APP_DIR}/{PurePosixPath(program).name}"
+
+
+def _dump(header: list[str], documents: list[dict]) -> str:
+    body = yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, width=1000)
+    return "\n".join(header) + "\n" + body
+
+
+def _installed(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "2.21.*"
+
+
+def _check_arguments(program: str, image: str, name: str, format: str, volume_claim: str) -> None:
+    """Refuse, with one line, any argument that would make a broken or unsafe file."""
+    checks = [
+        (isinstance(program, str) and _PATH.fullmatch(program) and not program.startswith("-"),
+         f"--program {program!r}: a file name on one line, e.g. train.py",
+         f"--program {program!r}：应为一行文件名，例如 train.py"),
+        (isinstance(image, str) and _IMAGE.fullmatch(image),
+         f"--image {image!r}: a container image name such as registry.example.com/team/train:1",
+         f"--image {image!r}：应为容器镜像名，例如 registry.example.com/team/train:1"),
+        (isinstance(name, str) and _NAME.fullmatch(name),
+         f"--name {name!r}: lowercase letters, digits and '-', starting with a letter, at most 32",
+         f"--name {name!r}：只能用小写字母、数字和“-”，以字母开头，最多 32 个字符"),
+        (format in FORMATS, f"--format {format!r}: one of {', '.join(FORMATS)}",
+         f"--format {format!r}：只能是 {', '.join(FORMATS)} 之一"),
+        (isinstance(volume_claim, str) and _CLAIM.fullmatch(volume_claim),
+         f"--volume-claim {volume_claim!r}: lowercase letters, digits, '-' and '.'",
+         f"--volume-claim {volume_claim!r}：只能用小写字母、数字、“-”和“.”"),
+    ]
+    for ok, en, zh in checks:
+        if not ok:
+            raise LaunchFilesError(say(f"Not usable in a launch file: {en}.", f"无法用于启动文件：{zh}。"))
+
+
+def _write(out: Path, files: dict[str, str]) -> list[Path]:
+    """Write the files into `out`, after checking that none would replace a file of the user's."""
+    if out.exists() and not out.is_dir():
+        raise LaunchFilesError(say(f"--out {out} is a file; give a folder.",
+                                   f"--out {out} 是一个文件；请给出一个文件夹。"))
+    for filename in files:
+        path = out / filename
+        if path.is_symlink() or (path.exists() and not _ours(path)):
+            raise LaunchFilesError(say(
+                f"{path} already exists and was not written by pstutor; choose another --out folder "
+                "or move that file away.",
+                f"{path} 已存在且不是 pstutor 写的；请换一个 --out 文件夹，或先移走该文件。"))
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for filename, text in files.items():
+            path = out / filename
+            path.write_text(text, encoding="utf-8")
+            if filename.endswith(".sh"):
+                path.chmod(0o755)
+            written.append(path)
+    except OSError as err:
+        raise LaunchFilesError(say(f"Cannot write the launch files to {out}: {err.strerror}.",
+                                   f"无法把启动文件写入 {out}：{err.strerror}。")) from None
+    return written
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` is a regular file this module wrote (its first lines carry MARKER)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = [handle.readline() for _ in range(2)]
+    except OSError:
+        return False
+    return path.is_file() and any(line.startswith(MARKER) for line in head)
+

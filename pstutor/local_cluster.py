@@ -3,28 +3,30 @@ process running `tf.distribute.Server` with its own `TF_CONFIG`, exactly as on s
 machines, only all on 127.0.0.1. Tasks can be killed and restarted on the same address,
 which is what the fault-tolerance lesson needs and an in-process cluster cannot do.
 
-No orphans: tasks are stopped by `close()`, by leaving the `with` block, at normal
-interpreter exit, and (see `task_server`) when this process is killed outright.
+No orphans: tasks are started as `processes.Child`ren: stopped by `close()`, by leaving the
+`with` block, at normal interpreter exit, and they end themselves when this process is killed
+outright. Their logs live in anonymous files, so nothing is left on disk either.
+
+A cluster the machine cannot hold is refused before anything starts: each task process
+takes about `TASK_MEMORY_GB` of memory.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
-import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from pstutor.language import say
-from pstutor.processes import parent_env, stop
+from pstutor.processes import Child, stop
 from pstutor.tf_config import TFConfigError, cluster_dict, make_tf_config, validate_cluster
+
+TASK_MEMORY_GB = 0.7  # resident memory of one task process (TensorFlow loaded, server running)
 
 
 class ClusterStartError(RuntimeError):
@@ -40,6 +42,7 @@ class LocalCluster:
     ) -> None:
         """Describe the cluster; `cluster` fixes the addresses (else free loopback ports)."""
         if cluster is None:
+            check_memory(num_workers, num_ps)
             cluster = cluster_dict(num_workers, num_ps, chief=True)
         validate_cluster(cluster)
         if "chief" not in cluster or "worker" not in cluster:
@@ -48,10 +51,7 @@ class LocalCluster:
         self.cluster = {job: list(addresses) for job, addresses in cluster.items()}
         self.start_timeout = start_timeout
         self.verbose = verbose
-        # Created when the first task starts, removed by close().
-        self.log_dir = Path(tempfile.gettempdir()) / f"pstutor-cluster-{os.getpid()}-{id(self):x}"
-        self._processes: dict[tuple[str, int], subprocess.Popen] = {}
-        self._log_start: dict[tuple[str, int], int] = {}  # where the current run's log begins
+        self._children: dict[tuple[str, int], Child] = {}
 
     @property
     def tasks(self) -> list[tuple[str, int]]:
@@ -95,10 +95,9 @@ class LocalCluster:
     def kill(self, task_type: str, task_index: int, sig: int = signal.SIGKILL) -> None:
         """Kill one task's process (SIGKILL by default: a machine that vanishes)."""
         self._check_task(task_type, task_index)
-        process = self._processes.get((task_type, task_index))
-        if process is not None and process.poll() is None:
-            process.send_signal(sig)
-            process.wait(timeout=30)
+        child = self._children.get((task_type, task_index))
+        if child is not None:
+            child.send_signal(sig)
 
     def restart(self, task_type: str, task_index: int) -> None:
         """Start a task again on its old address (killing it first if it still runs)."""
@@ -111,19 +110,25 @@ class LocalCluster:
 
     def alive(self, task_type: str, task_index: int) -> bool:
         """Whether the task's process is running."""
-        process = self._processes.get((task_type, task_index))
-        return process is not None and process.poll() is None
+        child = self._children.get((task_type, task_index))
+        return child is not None and child.running
+
+    def pid(self, task_type: str, task_index: int) -> int | None:
+        """The process id of one task while it runs (None when it is down)."""
+        child = self._children.get((task_type, task_index))
+        return child.pid if child is not None and child.running else None
 
     def pids(self) -> list[int]:
         """Process ids of the running tasks."""
-        return [p.pid for p in self._processes.values() if p.poll() is None]
+        return [c.pid for c in self._children.values() if c.running]
 
     def close(self) -> None:
         """Stop every task: SIGTERM, then SIGKILL for any that lingers. Safe to call twice."""
         self._stop_coordinators()
-        stop(self._processes.values())
+        stop(self._children.values())
+        for child in self._children.values():
+            child.close()  # failures already quoted their logs
         _LIVE.discard(self)
-        shutil.rmtree(self.log_dir, ignore_errors=True)  # failures already quoted their logs
 
     def _stop_coordinators(self) -> None:
         """Stop the `ClusterCoordinator`s that use this cluster, while its tasks still answer.
@@ -133,7 +138,7 @@ class LocalCluster:
         process would hang when it exits. The coordinators are unusable afterwards.
         """
         module = sys.modules.get("tensorflow.python.distribute.coordinator.cluster_coordinator")
-        if module is None or not self._processes:
+        if module is None or not self._children:
             return
         ours = set(self.cluster.get("worker", []))
         for obj in gc.get_objects():
@@ -150,9 +155,8 @@ class LocalCluster:
 
     def log(self, task_type: str, task_index: int, lines: int = 20) -> str:
         """The last lines a task printed."""
-        path = self._log_path(task_type, task_index)
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        child = self._children.get((task_type, task_index))
+        return "" if child is None else child.tail(lines)
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -165,31 +169,24 @@ class LocalCluster:
         return f"LocalCluster({jobs}, {len(self.pids())} processes running)"
 
     def _spawn(self, task_type: str, task_index: int) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update({
-            "TF_CONFIG": self.tf_config(task_type, task_index),
-            **parent_env(),
-            "PSTUTOR_VERBOSE": "1" if self.verbose else "0",
-        })
-        with open(self._log_path(task_type, task_index), "ab") as log:
-            self._log_start[(task_type, task_index)] = log.tell()
-            self._processes[(task_type, task_index)] = subprocess.Popen(
-                [sys.executable, "-m", "pstutor.task_server"], env=env, stdout=log,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
+        task = (task_type, task_index)
+        if task not in self._children:
+            self._children[task] = Child("task_server", env={
+                "TF_CONFIG": self.tf_config(task_type, task_index),
+                "PSTUTOR_VERBOSE": "1" if self.verbose else "0"})
+        self._children[task].start()
 
     def _wait_ready(self, tasks: list[tuple[str, int]]) -> None:
         deadline = time.monotonic() + self.start_timeout
         waiting = list(tasks)
         while waiting:
             for task in list(waiting):
-                process = self._processes[task]
-                if process.poll() is not None:
+                child = self._children[task]
+                if child.returncode is not None:
                     raise ClusterStartError(self._failure(task, say(
-                        f"exited with code {process.returncode} while starting",
-                        f"启动过程中退出，退出码 {process.returncode}")))
-                if f"READY {task[0]} {task[1]}" in self._current_log(task):
+                        f"exited with code {child.returncode} while starting",
+                        f"启动过程中退出，退出码 {child.returncode}")))
+                if f"READY {task[0]} {task[1]}" in child.output(current=True):
                     waiting.remove(task)
             if waiting and time.monotonic() > deadline:
                 raise ClusterStartError(self._failure(waiting[0], say(
@@ -197,18 +194,9 @@ class LocalCluster:
                     f"在 {self.start_timeout:.0f} 秒内没有启动")))
             time.sleep(0.1)
 
-    def _current_log(self, task: tuple[str, int]) -> str:
-        path = self._log_path(*task)
-        with open(path, "rb") as handle:
-            handle.seek(self._log_start[task])
-            return handle.read().decode(errors="replace")
-
     def _failure(self, task: tuple[str, int], what: str) -> str:
         lines = self.log(*task) or say("(no output)", "（没有输出）")
         return f"{task[0]} {task[1]} ({self.address(*task)}) {what}:\n{lines}"
-
-    def _log_path(self, task_type: str, task_index: int) -> Path:
-        return self.log_dir / f"{task_type}-{task_index}.log"
 
     def _all_addresses(self) -> list[str]:
         return [a for job in self.cluster.values() for a in job]
@@ -220,6 +208,39 @@ class LocalCluster:
                 f"{', '.join(f'{t} {i}' for t, i in self.tasks)}.",
                 f"集群中没有任务 {task_type} {task_index}；现有任务为 "
                 f"{', '.join(f'{t} {i}' for t, i in self.tasks)}。"))
+
+
+def check_memory(num_workers: object, num_ps: object) -> None:
+    """Refuse, with the numbers, a cluster whose task processes this machine cannot hold."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (num_workers, num_ps)):
+        return  # cluster_dict names the bad count
+    tasks = num_workers + num_ps
+    need, have = tasks * TASK_MEMORY_GB, available_memory_gb()
+    if have is not None and need > have:
+        most = int(have // TASK_MEMORY_GB)
+        raise ClusterStartError(say(
+            f"{tasks} task processes need about {need:,.1f} GB of memory ({TASK_MEMORY_GB} GB each); "
+            f"this machine has {have:,.1f} GB available, enough for {most}. Use fewer workers or ps.",
+            f"{tasks} 个任务进程约需 {need:,.1f} GB 内存（每个 {TASK_MEMORY_GB} GB）；"
+            f"本机可用 {have:,.1f} GB，最多容纳 {most} 个。请减少工作进程或参数服务器的数量。"))
+
+
+def available_memory_gb() -> float | None:
+    """Memory available to new processes: MemAvailable, capped by this cgroup's limit (Linux)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    have = kb / 1024**2
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            have = min(have, (int(limit) - used) / 1024**3)
+    except (OSError, ValueError):
+        pass
+    return max(have, 0.0)
 
 
 def _port_in_use(address: str) -> bool:

@@ -2,27 +2,21 @@
 a child process beside the training, outside the cluster, the way a sidecar evaluator runs
 on its own machine. The program is yours; this module only starts, watches and stops it.
 
-`python -m pstutor.sidecar PROGRAM [ARGS...]` is what the child runs: it ties its life to
-the parent (PR_SET_PDEATHSIG on Linux, and a check of the parent every half second), calls
-`pstutor.setup()` so that `tf.keras` is Keras 2, then runs PROGRAM as `__main__`.
-
-No orphans: the child is stopped by `close()`, by leaving the `with` block (also on an
-exception), at normal interpreter exit, and it ends itself when this process is killed.
+The child is a `processes.Child` running `python -m pstutor.child program PROGRAM [ARGS...]`:
+it ties its life to the parent, calls `pstutor.setup()` so that `tf.keras` is Keras 2, then
+runs PROGRAM as `__main__`. No orphans: it is stopped by `close()`, by leaving the `with`
+block (also on an exception), at normal interpreter exit, and it ends itself when this
+process is killed; its log is an anonymous file that never outlives this process.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import runpy
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from pstutor.language import say
-from pstutor.processes import guard_parent, parent_env, stop
+from pstutor.processes import Child
 
 
 class SidecarError(RuntimeError):
@@ -37,8 +31,7 @@ class Sidecar:
         self.program = Path(program)
         self.args = [str(a) for a in args]
         self.verbose = verbose
-        self.log_path = Path(tempfile.gettempdir()) / f"pstutor-sidecar-{os.getpid()}-{id(self):x}.log"
-        self._process: subprocess.Popen | None = None
+        self._child: Child | None = None
 
     def start(self) -> Sidecar:
         """Start the program and return at once (its TensorFlow import overlaps your work)."""
@@ -47,27 +40,22 @@ class Sidecar:
                                    f"找不到评估器程序：{self.program}。"))
         if self.running:
             return self
-        env = dict(os.environ)
-        env.pop("TF_CONFIG", None)  # the evaluator is not a task of the training cluster
-        env.update({**parent_env(), "PSTUTOR_VERBOSE": "1" if self.verbose else "0",
-                    "PYTHONUNBUFFERED": "1"})  # its prints reach the log at once, for wait_for
-        _LIVE.add(self)
-        with open(self.log_path, "wb") as log:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "pstutor.sidecar", str(self.program), *self.args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )
+        if self._child is None:
+            self._child = Child("program", [str(self.program), *self.args], env={
+                "TF_CONFIG": None,  # the evaluator is not a task of the training cluster
+                "PSTUTOR_VERBOSE": "1" if self.verbose else "0"})
+        self._child.start()
         return self
 
     @property
     def running(self) -> bool:
         """Whether the child process is alive."""
-        return self._process is not None and self._process.poll() is None
+        return self._child is not None and self._child.running
 
     @property
     def pid(self) -> int | None:
         """The child's process id (None before `start`)."""
-        return None if self._process is None else self._process.pid
+        return None if self._child is None else self._child.pid
 
     def wait_for(self, text: str, timeout: float = 60.0) -> None:
         """Wait until the program prints `text` (say, that it is ready); else raise `SidecarError`."""
@@ -83,10 +71,10 @@ class Sidecar:
 
     def wait(self, timeout: float = 60.0) -> None:
         """Wait until the program ends by itself; raise `SidecarError` with its log unless it succeeded."""
-        if self._process is None:
+        if self._child is None:
             raise SidecarError(say("The evaluator was never started.", "评估器还没有启动。"))
         try:
-            code = self._process.wait(timeout=timeout)
+            code = self._child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.close()
             raise SidecarError(self._failure(say(f"did not finish within {timeout:.0f} s",
@@ -99,14 +87,12 @@ class Sidecar:
         return "\n".join(self._output().splitlines()[-lines:])
 
     def _output(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "" if self._child is None else self._child.output()
 
     def close(self) -> None:
         """Stop the program: SIGTERM, then SIGKILL if it lingers. Safe to call twice."""
-        if self._process is not None:
-            stop([self._process])
-        _LIVE.discard(self)
-        self.log_path.unlink(missing_ok=True)  # a failure has already quoted it
+        if self._child is not None:
+            self._child.stop()
 
     def __enter__(self) -> Sidecar:
         return self.start()
@@ -123,28 +109,3 @@ class Sidecar:
         return say(f"The evaluator program {self.program.name} {what}. Its last lines:\n{lines}",
                    f"评估器程序 {self.program.name} {what}。它最后输出的内容：\n{lines}")
 
-
-_LIVE: set[Sidecar] = set()
-
-
-@atexit.register
-def _close_all() -> None:
-    """Normal interpreter exit, exceptions included: stop every evaluator still running."""
-    for sidecar in list(_LIVE):
-        sidecar.close()
-
-
-def main(argv: list[str]) -> None:
-    """Child side: tie this process to its parent, prepare TensorFlow, run the program."""
-    guard_parent()
-    if not argv:
-        raise SystemExit("usage: python -m pstutor.sidecar PROGRAM [ARGS...]")
-    import pstutor
-
-    pstutor.setup(verbose=os.environ.get("PSTUTOR_VERBOSE") == "1")
-    sys.argv = list(argv)
-    runpy.run_path(argv[0], run_name="__main__")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -15,13 +15,16 @@ import dataclasses
 import json
 import os
 import re
+import reprlib
 from collections.abc import Mapping, Sequence
 
 from pstutor.language import say
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 LOOPBACK = "127.0.0.1"
-_HOST = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
+_HOST = re.compile(r"\[[0-9a-fA-F:]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?")
+_PORT = re.compile(r"[0-9]{1,5}")  # ASCII digits only: str.isdigit() also accepts '２２２２'
+_LOOPBACK_NAMES = ("localhost", "[::1]")  # with 127.x.y.z: this machine, whatever the spelling
 
 
 class TFConfigError(ValueError):
@@ -62,6 +65,9 @@ def cluster_dict(
     """
     _check_count("num_workers", num_workers, minimum=1)
     _check_count("num_ps", num_ps, minimum=0)
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise TFConfigError(say(f"The port must be an integer from 1 to 65535, not {_shown(port)}.",
+                                f"端口必须是 1 到 65535 之间的整数，而不是 {_shown(port)}。"))
     counts = {"chief": int(chief), "worker": num_workers, "ps": num_ps, "evaluator": int(evaluator)}
     total = sum(counts.values())
     if hosts is None:
@@ -69,6 +75,9 @@ def cluster_dict(
 
         addresses = [f"{LOOPBACK}:{portpicker.pick_unused_port()}" for _ in range(total)]
     else:
+        if isinstance(hosts, str) or not all(isinstance(host, str) for host in hosts):
+            raise TFConfigError(say("The hosts must be a list of strings such as '10.0.0.5'.",
+                                    "主机必须是字符串列表，例如 '10.0.0.5'。"))
         if len(hosts) != total:
             raise TFConfigError(
                 say(
@@ -76,7 +85,7 @@ def cluster_dict(
                     f"给出了 {len(hosts)} 台主机，但有 {total} 个任务；每个任务需要一台主机。",
                 )
             )
-        addresses = [host if re.fullmatch(r".+:\d+", host) else f"{host}:{port or 2222}"
+        addresses = [host if re.fullmatch(r".+:[0-9]+", host) else f"{host}:{port or 2222}"
                      for host in hosts]
     cluster: dict[str, list[str]] = {}
     for job, count in counts.items():
@@ -112,6 +121,9 @@ def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
     if isinstance(value, str):
         try:
             value = json.loads(value)
+        except RecursionError:
+            raise TFConfigError(say("TF_CONFIG is nested too deeply to be a cluster description.",
+                                    "TF_CONFIG 嵌套过深，不可能是集群描述。")) from None
         except json.JSONDecodeError as err:
             raise TFConfigError(
                 say(
@@ -155,15 +167,15 @@ def validate_cluster(cluster: Mapping[str, Sequence[str]]) -> None:
         if job not in JOBS:
             raise TFConfigError(
                 say(
-                    f"Unknown job name {job!r}; use one of {', '.join(JOBS)}.",
-                    f"未知的作业名 {job!r}；只能是 {', '.join(JOBS)} 之一。",
+                    f"Unknown job name {_shown(job)}; use one of {', '.join(JOBS)}.",
+                    f"未知的作业名 {_shown(job)}；只能是 {', '.join(JOBS)} 之一。",
                 )
             )
         if isinstance(addresses, str) or not isinstance(addresses, Sequence) or not addresses:
             raise TFConfigError(
                 say(
-                    f"Job {job!r} needs a non-empty list of 'host:port' addresses.",
-                    f"作业 {job!r} 需要一个非空的 'host:port' 地址列表。",
+                    f"Job {_shown(job)} needs a non-empty list of 'host:port' addresses.",
+                    f"作业 {_shown(job)} 需要一个非空的 'host:port' 地址列表。",
                 )
             )
         if job == "chief" and len(addresses) > 1:
@@ -172,63 +184,76 @@ def validate_cluster(cluster: Mapping[str, Sequence[str]]) -> None:
             )
         for index, address in enumerate(addresses):
             _check_address(job, index, address)
-            if address in seen:
+            same = _same_machine_key(address)
+            if same in seen:
                 raise TFConfigError(
                     say(
-                        f"Address {address} is used twice ({seen[address]} and {job} {index}).",
-                        f"地址 {address} 被用了两次（{seen[address]} 和 {job} {index}）。",
+                        f"Address {address} is used twice ({seen[same]} and {job} {index}): "
+                        "two servers cannot listen on one port of one machine.",
+                        f"地址 {address} 被用了两次（{seen[same]} 和 {job} {index}）："
+                        "同一台机器的同一个端口上不能有两个服务器。",
                     )
                 )
-            seen[address] = f"{job} {index}"
+            seen[same] = f"{job} {index}"
 
 
 def _check_task(cluster: Mapping[str, Sequence[str]], task_type: str, task_index: int) -> None:
     if task_type not in JOBS:
         raise TFConfigError(
             say(
-                f"Unknown task type {task_type!r}; use one of {', '.join(JOBS)}.",
-                f"未知的任务类型 {task_type!r}；只能是 {', '.join(JOBS)} 之一。",
+                f"Unknown task type {_shown(task_type)}; use one of {', '.join(JOBS)}.",
+                f"未知的任务类型 {_shown(task_type)}；只能是 {', '.join(JOBS)} 之一。",
             )
         )
     if task_type not in cluster:
         raise TFConfigError(
             say(
-                f"The task is a {task_type}, but the cluster has no {task_type!r} job.",
-                f"任务类型是 {task_type}，但集群里没有 {task_type!r} 作业。",
+                f"The task is a {task_type}, but the cluster has no {_shown(task_type)} job.",
+                f"任务类型是 {task_type}，但集群里没有 {_shown(task_type)} 作业。",
             )
         )
     size = len(cluster[task_type])
     if isinstance(task_index, bool) or not isinstance(task_index, int):
         raise TFConfigError(
-            say(f"The task index must be an integer, not {task_index!r}.",
-                f"任务序号必须是整数，而不是 {task_index!r}。")
+            say(f"The task index must be an integer, not {_shown(task_index)}.",
+                f"任务序号必须是整数，而不是 {_shown(task_index)}。")
         )
     if not 0 <= task_index < size:
         raise TFConfigError(
             say(
-                f"Task index {task_index} is out of range: job {task_type!r} has {size} "
+                f"Task index {task_index} is out of range: job {_shown(task_type)} has {size} "
                 f"task(s), so the index must be 0..{size - 1}.",
-                f"任务序号 {task_index} 超出范围：作业 {task_type!r} 有 {size} 个任务，"
+                f"任务序号 {task_index} 超出范围：作业 {_shown(task_type)} 有 {size} 个任务，"
                 f"序号只能是 0..{size - 1}。",
             )
         )
 
 
+def _same_machine_key(address: str) -> str:
+    """The address with every name of this machine's loopback spelled the same way."""
+    host, _, port = address.rpartition(":")
+    host = host.lower()
+    if host in _LOOPBACK_NAMES or re.fullmatch(r"127(\.[0-9]{1,3}){3}", host):
+        host = "loopback"
+    return f"{host}:{int(port)}"
+
+
 def _check_address(job: str, index: int, address: object) -> None:
-    host, _, port = str(address).rpartition(":")
+    host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
     ok = (
         isinstance(address, str)
         and "://" not in address
-        and bool(_HOST.match(host))
-        and port.isdigit()
+        and bool(_HOST.fullmatch(host))
+        and bool(_PORT.fullmatch(port))
         and 0 < int(port) < 65536
     )
     if not ok:
+        shown = _shown(address)
         raise TFConfigError(
             say(
-                f"Malformed address for {job} {index}: {address!r}. Expected 'host:port', "
+                f"Malformed address for {job} {index}: {shown}. Expected 'host:port', "
                 "e.g. '10.0.0.5:2222' (no 'grpc://' prefix, port 1-65535).",
-                f"{job} {index} 的地址格式不对：{address!r}。应为 'host:port'，"
+                f"{job} {index} 的地址格式不对：{shown}。应为 'host:port'，"
                 "例如 '10.0.0.5:2222'（不带 'grpc://' 前缀，端口 1-65535）。",
             )
         )
@@ -238,7 +263,12 @@ def _check_count(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise TFConfigError(
             say(
-                f"{name} must be an integer of at least {minimum}, not {value!r}.",
-                f"{name} 必须是不小于 {minimum} 的整数，而不是 {value!r}。",
+                f"{name} must be an integer of at least {minimum}, not {_shown(value)}.",
+                f"{name} 必须是不小于 {minimum} 的整数，而不是 {_shown(value)}。",
             )
         )
+
+
+def _shown(value: object) -> str:
+    """A short repr of user input for a message (never deep, never long)."""
+    return reprlib.repr(value)

@@ -1,7 +1,9 @@
 """The `pstutor` command: the main job, the doctor, and bad arguments."""
 
 import importlib.metadata
+import re
 
+import pytest
 from conftest import run_pstutor
 
 from pstutor import doctor
@@ -65,3 +67,30 @@ def test_doctor_verbose_shows_tensorflow_logs():
     result = run_pstutor("doctor", "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Started server with target" in result.stderr
+
+
+def test_demo_refuses_an_out_that_is_a_file_before_training(tmp_path):
+    target = tmp_path / "pictures"
+    target.write_text("mine")
+    result = run_pstutor("demo", "--out", str(target), timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"pstutor: --out {target} is a file; give a folder for the pictures."
+    assert result.stdout == "" and target.read_text() == "mine"
+
+
+@pytest.mark.parametrize("lang, expected", [
+    ("en", r"100001 task processes need about 70,000\.7 GB of memory \(0\.7 GB each\); this machine has "
+           r"[0-9,.]+ GB available, enough for [0-9]+\. Use fewer workers or ps\."),
+    ("zh", r"100001 个任务进程约需 70,000\.7 GB 内存（每个 0\.7 GB）；"
+           r"本机可用 [0-9,.]+ GB，最多容纳 [0-9]+ 个。请减少工作进程或参数服务器的数量。"),
+])
+def test_cluster_up_refuses_a_size_the_machine_cannot_hold_before_starting(lang, expected):
+    result = run_pstutor("--lang", lang, "cluster", "up", "--workers", "100000", timeout=60)
+    assert result.returncode == 2
+    assert re.fullmatch("pstutor: " + expected, result.stderr.strip()), result.stderr
+    assert result.stdout == ""  # nothing was started
+
+
+def test_cluster_up_refuses_a_wide_digit_count():
+    result = run_pstutor("cluster", "up", "--workers", "２", timeout=60)
+    assert result.returncode == 2 and "must be a whole number, not '２'" in result.stderr

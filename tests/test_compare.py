@@ -91,7 +91,7 @@ def test_children_die_with_a_killed_parent(tmp_path):
         from pstutor import compare
         compare.run_workers({str(program)!r}, 2, timeout=120)
     """)
-    env = dict(clean_env(), TMPDIR=str(tmp_path))  # a killed parent cannot remove its log folder
+    env = dict(clean_env(), TMPDIR=str(tmp_path))  # where the children's logs would be
     parent = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
     try:
         deadline = time.monotonic() + 30
@@ -105,6 +105,7 @@ def test_children_die_with_a_killed_parent(tmp_path):
         while any(os.path.exists(f"/proc/{pid}") and alive(pid) for pid in children):
             assert time.monotonic() < deadline, "children outlived their parent"
             time.sleep(0.1)
+        assert [p.name for p in tmp_path.iterdir()] == ["slow.py"], "the logs outlived the parent"
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -132,7 +133,7 @@ def test_cli_speaks_chinese():
     (["--strategies", "none,horovod"], "Unknown strategy name(s): 'horovod'"),
     (["--examples", "0"], "must be at least 1"),
     (["--examples", "-5"], "must be at least 1"),
-    (["--batch-size", "x"], "invalid _positive value"),
+    (["--batch-size", "x"], "must be a whole number, not 'x'"),
 ])
 def test_cli_refuses_bad_input(args, message):
     result = run_pstutor("compare", *args)

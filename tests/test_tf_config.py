@@ -102,3 +102,45 @@ def test_errors_speak_the_chosen_language():
 def test_hosts_may_carry_their_own_ports():
     cluster = cluster_dict(1, 1, chief=True, hosts=["127.0.0.1:5001", "127.0.0.1:5002", "db"], port=7)
     assert cluster == {"chief": ["127.0.0.1:5001"], "worker": ["127.0.0.1:5002"], "ps": ["db:7"]}
+
+
+@pytest.mark.parametrize("cluster, message", [
+    ({"worker": ["h:２２２２"]}, "Malformed"),  # full-width digits are not a port
+    ({"worker": ["h\n:1"]}, "Malformed"),  # a line break is not part of a host name
+    ({"worker": ["localhost:1", "127.0.0.1:1"]}, "used twice"),  # one machine, one port
+    ({"worker": ["[::1]:7", "LOCALHOST:7"]}, "used twice"),
+    ({"worker": [7]}, "Malformed address for worker 0: 7"),
+    ({"worker": [[[[[[[[["deep"]]]]]]]]]}, "Malformed"),
+])
+def test_addresses_that_only_look_right_are_refused(cluster, message):
+    with pytest.raises(TFConfigError, match=message):
+        pstutor.validate_cluster(cluster)
+
+
+def test_port_zero_and_non_string_hosts_are_refused():
+    with pytest.raises(TFConfigError, match="from 1 to 65535, not 0"):
+        cluster_dict(1, 0, hosts=["a"], port=0)
+    with pytest.raises(TFConfigError, match="list of strings"):
+        cluster_dict(1, 0, hosts=[1])
+    with pytest.raises(TFConfigError, match="list of strings"):
+        cluster_dict(1, 0, hosts="a")
+
+
+def test_deep_json_is_named_not_a_recursion_error():
+    with pytest.raises(TFConfigError, match="nested too deeply"):
+        parse_tf_config("[" * 100_000 + "]" * 100_000)
+    deep = {"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": [[[[[[[[[0]]]]]]]]]}}
+    with pytest.raises(TFConfigError, match=r"must be an integer, not \[+\.\.\.\]+\.$"):
+        parse_tf_config(deep)
+
+
+@pytest.mark.parametrize("lang, expected", [("en", "pstutor: TF_CONFIG is not valid JSON"),
+                                            ("zh", "pstutor: TF_CONFIG 不是合法的 JSON")])
+def test_the_task_server_names_a_bad_tf_config_in_one_line(lang, expected):
+    from conftest import run_python
+
+    result = run_python("import runpy; runpy.run_module('pstutor.task_server', run_name='__main__')",
+                        env={"TF_CONFIG": "{oops", "PSTUTOR_LANG": lang}, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(expected)
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

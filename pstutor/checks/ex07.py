@@ -11,8 +11,7 @@ from pstutor.checks import expect, task
 
 def _pid(cluster, task_type: str, task_index: int) -> int | None:
     """The process id of a task while it runs (None when it is down)."""
-    process = cluster._processes.get((task_type, task_index))
-    return process.pid if process is not None and process.poll() is None else None
+    return cluster.pid(task_type, task_index)
 
 
 @task("07.1")

@@ -1,0 +1,200 @@
+"""Launch files: scripts and manifests that agree, validate against Kubernetes' and the TFJob
+CRD's schemas offline, and a command that never touches a file of the user's."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from conftest import run_pstutor
+
+from pstutor.launch_files import LaunchFilesError, kubernetes_manifest, tfjob_manifest, write_launch_files
+
+HOSTS = ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]
+KUBERNETES = kubernetes_validate.latest_version()  # the newest schemas the package ships
+TFJOB_SCHEMA = json.loads((Path(__file__).parent / "schemas" / "tfjob-v1.json").read_text())
+
+
+def test_start_scripts_and_manifest_agree(tmp_path):
+    paths = write_launch_files(tmp_path, HOSTS, num_workers=2, num_ps=1, port=2222)
+    assert sorted(p.name for p in paths) == ["Dockerfile", "kubernetes.yaml", "start-chief-0.sh",
+                                             "start-ps-0.sh", "start-worker-0.sh", "start-worker-1.sh"]
+    for path in paths:
+        if path.suffix == ".sh":
+            assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+            assert os.access(path, os.X_OK)
+            assert "export GRPC_FAIL_FAST=use_caller" in path.read_text()
+    worker = (tmp_path / "start-worker-1.sh").read_text()
+    config = json.loads(worker.split("export TF_CONFIG=")[1].splitlines()[0].strip("'"))
+    assert config["task"] == {"type": "worker", "index": 1}
+    assert config["cluster"]["worker"] == ["10.0.0.2:2222", "10.0.0.3:2222"]
+    assert "exec python -m pstutor.task_server" in worker
+    assert "exec python train.py" in (tmp_path / "start-chief-0.sh").read_text()
+
+    documents = list(yaml.safe_load_all((tmp_path / "kubernetes.yaml").read_text()))
+    services = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"}
+    jobs = [d for d in documents if d["kind"] == "Job"]
+    assert len(services) == len(jobs) == 4
+    for job in jobs:
+        pod = job["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["GRPC_FAIL_FAST"] == "use_caller"
+        config = json.loads(env["TF_CONFIG"])
+        me = f"pstutor-{config['task']['type']}-{config['task']['index']}"
+        assert job["metadata"]["name"] == me
+        assert services[me]["spec"]["selector"] == job["spec"]["template"]["metadata"]["labels"]
+        for addresses in config["cluster"].values():
+            for address in addresses:
+                name, port = address.rsplit(":", 1)
+                assert name in services, f"{address} has no Service"
+                assert services[name]["spec"]["ports"][0]["port"] == int(port)
+
+
+def test_plain_manifest_restarts_tasks_and_mounts_the_checkpoints():
+    documents = list(yaml.safe_load_all(kubernetes_manifest(2, 1, image="registry.example.com/t:1",
+                                                            volume_claim="team-ckpt")))
+    [claim] = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["metadata"]["name"] == "team-ckpt" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    for job in (d for d in documents if d["kind"] == "Job"):
+        pod = job["spec"]["template"]["spec"]
+        role = job["metadata"]["name"].split("-")[1]
+        assert pod["restartPolicy"] == "OnFailure", role  # a failed worker comes back (lesson 7)
+        assert job["spec"]["backoffLimit"] >= 3
+        [container] = pod["containers"]
+        assert container["image"] == "registry.example.com/t:1"
+        assert container["resources"]["requests"]["memory"] == "1Gi"
+        mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
+        assert mounted == (["/app/output"] if role in ("chief", "ps") else []), role
+        if mounted:
+            assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-ckpt"
+
+
+@pytest.mark.parametrize("make", [kubernetes_manifest, tfjob_manifest])
+def test_every_kubernetes_object_validates_against_the_api_schemas(make):
+    for document in yaml.safe_load_all(make(3, 2)):
+        if document["kind"] != "TFJob":
+            kubernetes_validate.validate(document, KUBERNETES, strict=True)
+
+
+def test_the_schemas_catch_a_broken_object():
+    job = next(d for d in yaml.safe_load_all(kubernetes_manifest(1, 1)) if d["kind"] == "Job")
+    job["spec"]["backoffLimit"] = "three"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, KUBERNETES, strict=True)
+    tfjob = next(d for d in yaml.safe_load_all(tfjob_manifest(1, 1)) if d["kind"] == "TFJob")
+    tfjob["spec"]["tfReplicaSpec"] = tfjob["spec"].pop("tfReplicaSpecs")  # a typo
+    with pytest.raises(jsonschema.ValidationError):
+        _validate_tfjob(tfjob)
+
+
+def test_tfjob_validates_against_the_crd_schema_and_lets_the_operator_write_tf_config():
+    [tfjob] = [d for d in yaml.safe_load_all(tfjob_manifest(2, 1, port=2300)) if d["kind"] == "TFJob"]
+    _validate_tfjob(tfjob)
+    assert tfjob["apiVersion"] == "kubeflow.org/v1"
+    replicas = tfjob["spec"]["tfReplicaSpecs"]
+    assert {k: v["replicas"] for k, v in replicas.items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    for kind, spec in replicas.items():
+        assert spec["restartPolicy"] in ("OnFailure", "ExitCode", "Always", "Never")
+        [container] = spec["template"]["spec"]["containers"]
+        assert container["name"] == "tensorflow"  # the container the operator configures
+        assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2300}]
+        assert "TF_CONFIG" not in {e["name"] for e in container["env"]}, kind
+    assert replicas["Chief"]["template"]["spec"]["containers"][0]["command"] == ["python", "/app/train.py"]
+
+
+def test_the_dockerfile_builds_the_course_environment_and_the_program(tmp_path):
+    write_launch_files(tmp_path, HOSTS, 2, 1, program="src/my_train.py", format="tfjob")
+    text = (tmp_path / "Dockerfile").read_text()
+    assert "FROM python:3." in text and '"tensorflow==' in text and '"tf-keras==' in text
+    assert "pstutor @ https://github.com/pstutor/pstutor/archive/refs/tags/v" in text
+    assert "COPY my_train.py /app/my_train.py" in text
+    assert (tmp_path / "tfjob.yaml").exists() and not (tmp_path / "kubernetes.yaml").exists()
+
+
+def test_a_program_with_yaml_special_characters_stays_one_string():
+    program = "train: 'x' #1.py"
+    with pytest.raises(LaunchFilesError):  # a space: refused
+        kubernetes_manifest(1, 1, program=program)
+    program = "train:'x'#1\"ü.py"
+    job = next(d for d in yaml.safe_load_all(kubernetes_manifest(1, 1, program=program))
+               if d["kind"] == "Job" and "chief" in d["metadata"]["name"])
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][1] == f"/app/{program}"
+
+
+def test_rewriting_its_own_files_is_allowed(tmp_path):
+    write_launch_files(tmp_path, HOSTS, 2, 1)
+    write_launch_files(tmp_path, HOSTS, 2, 1, port=3000)
+    assert "3000" in (tmp_path / "start-ps-0.sh").read_text()
+
+
+def _validate_tfjob(document: dict) -> None:
+    """The CRD's schema, with unknown fields refused (what `kubectl apply --validate=strict` does)."""
+    jsonschema.Draft7Validator(_strict(TFJOB_SCHEMA)).validate(document)
+
+
+def _strict(schema):
+    if isinstance(schema, dict):
+        schema = {k: _strict(v) for k, v in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema \
+                and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+    elif isinstance(schema, list):
+        schema = [_strict(v) for v in schema]
+    return schema
+
+
+# Bad input to the command: one line in the user's language, exit code 2, nothing changed.
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("case", ["user-manifest", "user-script", "out-is-a-file", "newline-program",
+                                  "not-writable", "bad-name", "hosts", "port-zero", "wide-port"])
+def test_the_command_refuses_bad_input_and_changes_nothing(tmp_path, case):
+    folder = tmp_path / "launch"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    args = ["--hosts", ",".join(HOSTS), "--out", str(folder)]
+    expected = "not written by pstutor"
+    if case == "user-manifest":
+        (folder / "kubernetes.yaml").write_text("apiVersion: v1\n# my own\n")
+    elif case == "user-script":
+        (folder / "start-chief-0.sh").write_text("#!/bin/sh\necho mine\n")
+    elif case == "out-is-a-file":
+        args[-1], expected = str(folder / "notes.txt"), "is a file"
+    elif case == "newline-program":
+        args += ["--program", "train.py\n  - injected: true"]
+        expected = "a file name on one line"
+    elif case == "not-writable":
+        args[-1], expected = str(folder / "notes.txt" / "sub"), "Cannot write the launch files"
+    elif case == "bad-name":
+        args += ["--name", "My_Cluster"]
+        expected = "--name 'My_Cluster'"
+    elif case == "hosts":
+        args[1], expected = "a,b", "2 hosts given for 4 tasks"
+    elif case == "port-zero":
+        args += ["--port", "0"]
+        expected = "must be at least 1"
+    elif case == "wide-port":
+        args += ["--port", "２２２２"]
+        expected = "must be a whole number"
+    before = _snapshot(tmp_path)
+    result = run_pstutor("cluster", "launch-files", *args)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _snapshot(tmp_path) == before
+
+
+def test_refusals_speak_chinese(tmp_path):
+    (tmp_path / "kubernetes.yaml").write_text("mine\n")
+    result = run_pstutor("--lang", "zh", "cluster", "launch-files", "--hosts", ",".join(HOSTS),
+                         "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("或先移走该文件。")
+    assert len(result.stderr.strip().splitlines()) == 1
