@@ -23,7 +23,10 @@ from pstutor.clusters import in_process_cluster
 
 NUM_FEATURES = 8
 NUM_EXAMPLES = 1024
-WARMUP_EXAMPLES = 320  # traced and trained before the clock starts (same for every strategy)
+# Traced and trained before the clock starts. 512 = 64 x 8: whole executions of
+# steps_per_execution=8 at a global batch of 32 or 64, so every strategy warms up on the
+# same number of examples and all losses are measured after the same training.
+WARMUP_EXAMPLES = 512
 
 
 # The strategy-specific code: the only lines that differ between the four runs.
@@ -56,6 +59,12 @@ def make_ps(tf):
 
 MAKERS = {"none": make_none, "mirrored": make_mirrored, "mwms": make_mwms, "ps": make_ps}
 
+# Synchronous replicas and MWMS workers split one shuffled stream, so they must agree on its
+# order: one fixed seed. Parameter server workers each read their own copy of the whole
+# pipeline (lesson 5): a shared seed would make every worker read the same batches in the
+# same order, so they shuffle without one.
+SHUFFLE_SEEDS = {"none": 0, "mirrored": 0, "mwms": 0, "ps": None}
+
 
 def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps_per_execution: int,
           launched: float) -> dict:
@@ -70,10 +79,7 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
     replicas = strategy.num_replicas_in_sync
     global_batch = batch_size * replicas  # best practice: per-replica batch x replicas
     x, y = pstutor.toy_classification(NUM_EXAMPLES, NUM_FEATURES, seed=0)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    dataset = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(NUM_EXAMPLES, seed=0).repeat()
-               .batch(global_batch).with_options(options))
+    dataset = _dataset(tf, x, y, global_batch, shuffle_seed=SHUFFLE_SEEDS[name])
     tf.keras.utils.set_random_seed(0)
     with strategy.scope():
         model = _model(tf)
@@ -115,6 +121,14 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
         "loss": loss if np.isfinite(loss) else float("nan"),
         "startup_s": ready - launched,
     }
+
+
+def _dataset(tf, x, y, global_batch: int, shuffle_seed: int | None):
+    """The repeated, shuffled training data; under MWMS each worker keeps its DATA shard."""
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=shuffle_seed).repeat()
+            .batch(global_batch).with_options(options))
 
 
 def _model(tf):

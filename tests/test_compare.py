@@ -139,3 +139,25 @@ def test_cli_refuses_bad_input(args, message):
     result = run_pstutor("compare", *args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_only_parameter_server_workers_shuffle_without_a_shared_seed():
+    """PS workers each run the whole pipeline: a shared seed would give them identical batches."""
+    import numpy as np
+
+    import pstutor
+
+    pstutor.setup()
+    import tensorflow as tf
+
+    from pstutor import compare_worker
+
+    x, y = pstutor.toy_classification(64, compare_worker.NUM_FEATURES, seed=0)
+
+    def first_batch(name):
+        """The first batch one worker's copy of the pipeline yields under strategy `name`."""
+        dataset = compare_worker._dataset(tf, x, y, 16, shuffle_seed=compare_worker.SHUFFLE_SEEDS[name])
+        return next(iter(dataset))[0].numpy()
+
+    assert np.array_equal(first_batch("mwms"), first_batch("mwms"))  # workers agree on one stream
+    assert not np.array_equal(first_batch("ps"), first_batch("ps"))  # each ps worker its own order
