@@ -1,6 +1,7 @@
-"""Run an evaluator program (for example one built on `tf.keras.utils.SidecarEvaluator`) as
-a child process beside the training, outside the cluster, the way a sidecar evaluator runs
-on its own machine. The program is yours; this module only starts, watches and stops it.
+"""Run a program of yours as a child process beside the notebook, outside the cluster: an
+evaluator built on `tf.keras.utils.SidecarEvaluator` (lesson 6), the way a sidecar evaluator
+runs on its own machine, or a restarted coordinator (lesson 7). This module only starts,
+watches and stops it.
 
 The child is a `processes.Child` running `python -m pstutor.child program PROGRAM [ARGS...]`:
 it ties its life to the parent, calls `pstutor.setup()` so that `tf.keras` is Keras 2, then
@@ -20,11 +21,11 @@ from pstutor.processes import Child
 
 
 class SidecarError(RuntimeError):
-    """The evaluator program failed or did not finish; the message quotes its log."""
+    """The program failed or did not finish; the message quotes its log."""
 
 
 class Sidecar:
-    """An evaluator program in a child process that never outlives this one."""
+    """A program in a child process that never outlives this one."""
 
     def __init__(self, program: str | Path, *args: str, verbose: bool = False) -> None:
         """Describe the run: `python PROGRAM ARGS...` with pstutor's setup done first."""
@@ -36,8 +37,8 @@ class Sidecar:
     def start(self) -> Sidecar:
         """Start the program and return at once (its TensorFlow import overlaps your work)."""
         if not self.program.is_file():
-            raise SidecarError(say(f"No evaluator program at {self.program}.",
-                                   f"找不到评估器程序：{self.program}。"))
+            raise SidecarError(say(f"No program at {self.program}.",
+                                   f"找不到程序：{self.program}。"))
         if self.running:
             return self
         if self._child is None:
@@ -72,7 +73,7 @@ class Sidecar:
     def wait(self, timeout: float = 60.0) -> None:
         """Wait until the program ends by itself; raise `SidecarError` with its log unless it succeeded."""
         if self._child is None:
-            raise SidecarError(say("The evaluator was never started.", "评估器还没有启动。"))
+            raise SidecarError(say("The program was never started.", "程序还没有启动。"))
         try:
             code = self._child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -106,6 +107,6 @@ class Sidecar:
 
     def _failure(self, what: str) -> str:
         lines = self.log() or say("(no output)", "（没有输出）")
-        return say(f"The evaluator program {self.program.name} {what}. Its last lines:\n{lines}",
-                   f"评估器程序 {self.program.name} {what}。它最后输出的内容：\n{lines}")
+        return say(f"The program {self.program.name} {what}. Its last lines:\n{lines}",
+                   f"程序 {self.program.name} {what}。它最后输出的内容：\n{lines}")
 

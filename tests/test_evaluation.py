@@ -119,7 +119,7 @@ def test_a_program_that_does_not_finish_in_time_is_stopped(tmp_path):
 
 
 def test_a_missing_program_is_reported_before_anything_starts(tmp_path):
-    with pytest.raises(SidecarError, match="No evaluator program"):
+    with pytest.raises(SidecarError, match="No program at"):
         Sidecar(tmp_path / "absent.py").start()
 
 
