@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterator
 from types import ModuleType
 
+from pstutor.fonts import use_language_font
 from pstutor.language import both, set_language
 
 TESTED_TENSORFLOW = ("2.20", "2.21")
@@ -120,6 +121,7 @@ def setup(verbose: bool = False, lang: str | None = None) -> Environment:
     _check_tf_keras_is_active(tf)
     devices = _prepare_devices(tf, quiet=not verbose)
     _show_figures_inline()
+    use_language_font()  # in Chinese, a CJK font for every figure (pstutor.fonts)
     return Environment(
         python=platform.python_version(),
         tensorflow=tf.__version__,
