@@ -152,6 +152,11 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     return fig
 
 
+def _bold() -> str:
+    """Bold in English; in Chinese regular, the only face of the CJK font (no half-bold labels)."""
+    return "normal" if current_language() == "zh" else "bold"
+
+
 def _column(count: int, rows: int) -> list[float]:
     """Heights of `count` boxes spread evenly over `rows`, the first at the top."""
     if not count:
@@ -170,7 +175,7 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.add_patch(FancyBboxPatch((x - _HALF_W, y - _HALF_H), 2 * _HALF_W, 2 * _HALF_H,
                                 boxstyle="round,pad=0.04", facecolor=colour, edgecolor="black",
                                 zorder=3))
-    ax.text(x, y + 0.1, name, ha="center", va="center", fontsize=10, weight="bold", zorder=4)
+    ax.text(x, y + 0.1, name, ha="center", va="center", fontsize=10, weight=_bold(), zorder=4)
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
@@ -257,7 +262,7 @@ def draw_shards(variables, title: str | None = None) -> Figure:
                 part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
                         else say("whole", "完整"))
                 ax.text(left + size / 2, f"ps {task}", f"{part} · {_bytes(shard['bytes'])}",
-                        ha="center", va="center", fontsize=MIN_POINTS, color="white", weight="bold")
+                        ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
                 left += size
             if not shards:
                 ax.text(0.02 * widest, f"ps {task}", say("nothing", "无"), va="center",
@@ -437,21 +442,31 @@ def plot_train_eval(
     training: Mapping[str, Sequence[tuple[float, float]]],
     evaluation: Mapping[str, Sequence[tuple[float, float]]],
     xlabel: str = "training step", ylabel: str = "value", title: str = "",
+    panels: Sequence[str] = (),
 ) -> Figure:
     """Training and evaluation curves on one time axis: (x, value) points per named curve.
 
     Training curves are solid lines with dots, evaluation curves dashed with squares, so the
-    two sources stay apart even where they share a colour.
+    two sources stay apart even where they share a colour. With `panels` (words such as
+    "loss", "accuracy") each curve goes to the panel whose word its name contains, side by
+    side and each on its own scale, so that small gaps between the sources show.
     """
-    fig = _figure(7, 3.9)
-    ax = fig.add_subplot()
-    colours = _palette(len(training) + len(evaluation))
-    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
+    fig = _figure(WIDTH if panels else 7, 3.9)
+    axes = fig.subplots(1, max(len(panels), 1), sharex=True, squeeze=False)[0]
     curves = [*training.items(), *evaluation.items()]
+    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
+    colours = ([ROLE_COLOURS["worker"]] * len(training) + [ROLE_COLOURS["evaluator"]] * len(evaluation)
+               if panels else _palette(len(curves)))  # with panels, one colour per source
     for (name, points), colour, (line, marker) in zip(curves, colours, styles, strict=True):
+        index = next((i for i, word in enumerate(panels) if word in name), 0)
         xs, ys = zip(*points, strict=True) if points else ((), ())
-        ax.plot(xs, ys, linestyle=line, marker=marker, color=colour, label=words(name))
-    return _finish(fig, ax, xlabel, ylabel, title)
+        axes[index].plot(xs, ys, linestyle=line, marker=marker, color=colour, label=words(name))
+    for ax, label in zip(axes, panels or [ylabel], strict=True):
+        _finish(fig, ax, xlabel, label, "")
+    if title:
+        fig.suptitle(words(title))
+        fig.tight_layout()
+    return fig
 
 
 def _ps_task(device: str) -> int:
