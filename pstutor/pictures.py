@@ -298,7 +298,7 @@ def _bytes(count: int) -> str:
 def draw_timeline(
     steps, title: str | None = None, marks: Mapping[str, float] | None = None, *,
     epoch_starts: Iterable[int] = (), retried: Iterable[int] = (),
-    down: Mapping[int, tuple[float, float]] | None = None,
+    down: Mapping[int, tuple[float, float]] | None = None, zoom: tuple[float, float] | None = None,
 ) -> Figure:
     """Gantt chart: one row per worker, one bar per step from its start to its end.
 
@@ -306,47 +306,88 @@ def draw_timeline(
     left out. `marks` names moments (seconds on the steps' clock), drawn as dashed lines
     and listed in the legend. `epoch_starts` are the numbers of the first step of each
     epoch: the pause before each (the coordinator's `join()`) is shaded and the epochs are
-    named above the bars. `retried` steps are hatched and labelled; `down` shades a
-    worker's row from when it died to when it came back.
+    named above the bars. `retried` steps are hatched, outlined and labelled; `down` shades
+    a worker's row from when it died to when it came back. `zoom` (start, end) adds a second
+    panel below that shows that stretch of time magnified.
     """
     steps = sorted(steps)
     workers = sorted({s.worker for s in steps} | set(down or {}))
     rows = {w: say(f"worker {w}", f"工作进程 {w}") for w in workers}
-    fig = _figure(WIDTH, 1.9 + 0.75 * max(len(workers), 1))
-    ax = fig.add_subplot()
-    colours = dict(zip(workers, _palette(len(workers)), strict=True))
+    panel = 0.9 + 0.75 * max(len(workers), 1)
+    legend_lines = len(down or {}) + len(marks or {}) + bool(retried) + bool(epoch_starts)
+    fig = _figure(WIDTH, 1.0 + panel * (2 if zoom else 1) + 0.22 * legend_lines)
+    axes = fig.subplots(2 if zoom else 1, 1, squeeze=False)[:, 0]
     retried = set(retried)
+    for ax in axes:
+        _gantt(ax, steps, rows, retried, down or {}, marks or {})
+    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)))
+    handles += _timeline_legend(down or {}, marks or {}, retried)
+    if zoom:
+        axes[1].set_xlim(*zoom)
+        axes[1].set_title(say(f"Magnified: {zoom[0]:.2f} to {zoom[1]:.2f} s",
+                              f"放大：{zoom[0]:.2f} 到 {zoom[1]:.2f} 秒"), fontsize=10)
+        axes[0].axvspan(*zoom, facecolor="none", edgecolor="#333333", linestyle=":", linewidth=1.2)
+    default = say("Which worker ran which step", "哪个工作进程执行了哪一步")
+    axes[0].set_title(words(title) if title else default, pad=22 if epoch_starts else 6)
+    axes[-1].set_xlabel(say("seconds since the first step started", "自第一步开始以来的秒数"))
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
+    fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
+    for ax in axes:
+        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
+        _label_retried(ax, [s for s in steps if s.step in retried], list(rows))
+    return fig
+
+
+def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
+           down: Mapping[int, tuple[float, float]], marks: Mapping[str, float]) -> None:
+    """The bars of every step, a dead worker's time down and the marked moments, on one axes."""
+    colours = dict(zip(rows, _palette(len(rows)), strict=True))
+    for label in rows.values():  # rows in worker order, also for a worker without steps
+        ax.barh(label, 0, left=steps[0].start if steps else 0, height=0.5)
+    for worker, (died, back) in down.items():
+        ax.barh(rows[worker], back - died, left=died, height=0.5, color="#f3d3d5", hatch="xx",
+                edgecolor="#bc4b51", linewidth=0)
     for step in steps:
         again = step.step in retried
         ax.barh(rows[step.worker], step.end - step.start, left=step.start, height=0.5,
                 color=colours[step.worker], edgecolor="#bc4b51" if again else "black",
-                linewidth=1.5 if again else 0.5, hatch="///" if again else None)
-    ax.invert_yaxis()
-    handles = _epoch_pauses(ax, steps, sorted(set(epoch_starts)))
-    for worker, (died, back) in (down or {}).items():
-        ax.barh(rows[worker], back - died, left=died, height=0.5, color="#f3d3d5", hatch="xx",
-                edgecolor="#bc4b51", linewidth=0)
-        handles.append(Patch(facecolor="#f3d3d5", edgecolor="#bc4b51", hatch="xx",
-                             label=say(f"worker {worker} down", f"工作进程 {worker} 停机")))
-    for (label, moment), colour in zip((marks or {}).items(), ("#bc4b51", "#4c72b0", "#8172b2"),
-                                       strict=False):
+                linewidth=2.0 if again else 0.5, hatch="///" if again else None)
+    for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
-        handles.append(Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
-                              label=f"{words(label)} ({moment:.2f} s)"))
-    if retried:
-        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", label=say(
-            "retried: the step that was running on the killed worker",
-            "重试：被杀掉的工作进程上正在执行的那一步")))
-    ax.set_xlabel(say("seconds since the first step started", "自第一步开始以来的秒数"))
-    ax.set_title(words(title) if title else say("Which worker ran which step", "哪个工作进程执行了哪一步"),
-                 pad=22 if handles and epoch_starts else 6)
+    ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
-    if handles:
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=1,
-                  fontsize=MIN_POINTS, frameon=False)
-    fig.tight_layout()
-    _number_bars(ax, steps, rows)
-    return fig
+
+
+_MARK_COLOURS = ("#bc4b51", "#4c72b0", "#8172b2")
+
+
+def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str, float],
+                     retried: set[int]) -> list:
+    """Legend entries for a dead worker's time down, the marked moments and the retried steps."""
+    handles: list = [Patch(facecolor="#f3d3d5", edgecolor="#bc4b51", hatch="xx",
+                           label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
+                     for worker in down]
+    handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
+                       label=f"{words(label)} ({moment:.2f} s)")
+                for (label, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False)]
+    if retried:
+        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", linewidth=2, label=say(
+            "retried: the step that failed on the killed worker, run again on another",
+            "重试：在被杀掉的工作进程上失败、改由另一个工作进程重新执行的那一步")))
+    return handles
+
+
+def _label_retried(ax, steps, workers: list[int]) -> None:
+    """Point at each retried step that is in view with a short label above its row."""
+    low, high = ax.get_xlim()
+    for step in steps:
+        if low <= step.start <= high:
+            top = workers.index(step.worker) - 0.25  # the bar's upper edge (rows run downwards)
+            ax.annotate(say("retried", "重试"), (step.start, top), xytext=(-4, 3),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=MIN_POINTS,
+                        color="#bc4b51", weight=_bold(),
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
 
 
 def _epoch_pauses(ax, steps, starts: list[int]) -> list:

@@ -10,6 +10,7 @@ import warnings
 from itertools import pairwise
 
 import matplotlib
+import numpy as np
 import pytest
 from conftest import ROOT
 from matplotlib.figure import Figure
@@ -237,14 +238,14 @@ def test_draw_timeline_marks_moments_epochs_retried_steps_and_a_dead_worker():
     fig = pstutor.draw_timeline(steps, marks={"worker 1 killed": 0.12}, epoch_starts=[2], retried=[2],
                                 down={1: (0.12, 0.35)})
     ax = fig.axes[0]
-    bars = [p for p in ax.patches if p.get_height() == 0.5]
-    assert len(bars) == 3 + 1  # three steps and worker 1's time down
+    bars = [p for p in ax.patches if p.get_height() == 0.5 and p.get_width() > 0]
+    assert len(bars) == 1 + 3  # worker 1's time down, then the three steps
     assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 0", "worker 1"]
     assert list(ax.lines[0].get_xdata()) == [0.12, 0.12]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "worker 1 killed (0.12 s)" in legend and "worker 1 down" in legend
     assert any(t.startswith("retried") for t in legend)
-    assert "epoch 1" in _texts(fig) and bars[2].get_hatch() == "///"
+    assert "epoch 1" in _texts(fig) and bars[3].get_hatch() == "///" and "retried" in _texts(fig)
     assert {"0", "1", "2"} <= set(_texts(fig))
 
 
@@ -280,3 +281,34 @@ def test_setup_in_chinese_registers_the_course_font_in_a_fresh_process():
             "print(matplotlib.rcParams['font.family'][-1])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip().splitlines()[-1] == "Noto Sans SC", out.stderr[-2000:]
+
+
+def test_draw_timeline_zoom_adds_a_magnified_panel():
+    fig = pstutor.draw_timeline(_steps(), retried=[30], zoom=(0.5, 0.95))
+    assert len(fig.axes) == 2 and fig.axes[1].get_xlim() == (0.5, 0.95)
+    assert "retried" in [t.get_text() for t in fig.axes[1].texts]
+
+
+class _Table:
+    """A per-worker variable as `TimelineRecorder.steps` reads it: one array per worker."""
+
+    def __init__(self, *values):
+        self.values = [np.asarray(v) for v in values]
+
+    def read_all(self):
+        return [types.SimpleNamespace(numpy=lambda v=v: v) for v in self.values]
+
+
+def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten_rows():
+    recorder = object.__new__(pstutor.TimelineRecorder)
+    recorder.capacity, recorder.dropped, recorder._read, recorder._traced = 4, 0, set(), True
+    recorder._rows = _Table(2, 2)  # worker 1's second row is counted but not written yet
+    recorder._table = _Table([[10.0, 10.1], [10.2, 10.3], [0, 0], [0, 0]],
+                             [[10.05, 10.15], [0, 0], [0, 0], [0, 0]])
+    assert [(s.worker, round(s.start, 2)) for s in recorder.steps()] == [(0, 0.0), (1, 0.05), (0, 0.2)]
+    recorder._rows = _Table(3, 1)  # worker 1 was killed and restarted: a new, shorter table
+    recorder._table = _Table([[10.0, 10.1], [10.2, 10.3], [10.4, 10.5], [0, 0]],
+                             [[11.0, 11.1], [0, 0], [0, 0], [0, 0]])
+    steps = recorder.steps()
+    assert [(s.step, s.worker) for s in steps] == [(0, 0), (1, 1), (2, 0), (3, 0), (4, 1)]
+    assert recorder.origin == 10.0
