@@ -328,11 +328,12 @@ def draw_timeline(
                               f"放大：{zoom[0]:.2f} 到 {zoom[1]:.2f} 秒"), fontsize=10)
         axes[0].axvspan(*zoom, facecolor="none", edgecolor="#333333", linestyle=":", linewidth=1.2)
     default = say("Which worker ran which step", "哪个工作进程执行了哪一步")
-    axes[0].set_title(words(title) if title else default, pad=22 if epoch_starts else 6)
+    axes[0].set_title(words(title) if title else default, pad=34 if epoch_starts else 6)
     axes[-1].set_xlabel(say("seconds since the first step started", "自第一步开始以来的秒数"))
     if handles:
         fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
     fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
+    _stagger(axes[0].texts)  # epoch names that would overlap go up a line
     for ax in axes:
         _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
         _label_retried(ax, [s for s in steps if s.step in retried], list(rows))
@@ -410,6 +411,19 @@ def _epoch_pauses(ax, steps, starts: list[int]) -> list:
     return [Patch(facecolor="#999999", alpha=0.25, label=say(
         "pause between epochs: join() waits for the epoch's last step",
         "周期之间的停顿：join() 等待本周期的最后一步"))]
+
+
+def _stagger(labels) -> None:
+    """Put each label (left to right) on the lowest of two lines where it overlaps none; else drop it."""
+    ends = [float("-inf"), float("-inf")]  # right edge of the last label on each line
+    for label in sorted(labels, key=lambda t: t.get_window_extent().x0):
+        box = label.get_window_extent()
+        line = next((i for i, end in enumerate(ends) if box.x0 > end + 4), None)
+        if line is None:
+            label.set_visible(False)
+            continue
+        label.xyann = (0, 3 + 12 * line)
+        ends[line] = box.x1
 
 
 def _number_bars(ax, steps, rows: Mapping[int, str]) -> None:
