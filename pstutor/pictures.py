@@ -336,7 +336,7 @@ def draw_timeline(
     _stagger(axes[0].texts)  # epoch names that would overlap go up a line
     for ax in axes:
         _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
-        _label_retried(ax, [s for s in steps if s.step in retried], list(rows))
+    _label_retried(axes[-1], [s for s in steps if s.step in retried], list(rows))  # magnified if zoomed
     return fig
 
 
@@ -352,8 +352,8 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
     for step in steps:
         again = step.step in retried
         ax.barh(rows[step.worker], step.end - step.start, left=step.start, height=0.5,
-                color=colours[step.worker], edgecolor="#bc4b51" if again else "black",
-                linewidth=2.0 if again else 0.5, hatch="///" if again else None)
+                color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
+                linewidth=2.0 if again else 0.4, hatch="///" if again else None)
     for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
     ax.invert_yaxis()
