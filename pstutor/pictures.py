@@ -344,19 +344,19 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
            down: Mapping[int, tuple[float, float]], marks: Mapping[str, float]) -> None:
     """The bars of every step, a dead worker's time down and the marked moments, on one axes."""
     colours = dict(zip(rows, _palette(len(rows)), strict=True))
-    for label in rows.values():  # rows in worker order, also for a worker without steps
-        ax.barh(label, 0, left=steps[0].start if steps else 0, height=0.5)
+    row = {worker: index for index, worker in enumerate(rows)}  # worker -> height of its row
+    ax.set_yticks(range(len(rows)), list(rows.values()))
+    ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)  # the first worker on top
     for worker, (died, back) in down.items():
-        ax.barh(rows[worker], back - died, left=died, height=0.5, color="#f3d3d5", hatch="xx",
+        ax.barh(row[worker], back - died, left=died, height=0.5, color="#f3d3d5", hatch="xx",
                 edgecolor="#bc4b51", linewidth=0)
     for step in steps:
         again = step.step in retried
-        ax.barh(rows[step.worker], step.end - step.start, left=step.start, height=0.5,
+        ax.barh(row[step.worker], step.end - step.start, left=step.start, height=0.5,
                 color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
                 linewidth=2.0 if again else 0.4, hatch="///" if again else None)
     for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
-    ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
 
 
@@ -432,10 +432,10 @@ def _number_bars(ax, steps, rows: Mapping[int, str]) -> None:
         return
     placed: dict[int, float] = {}  # worker -> right edge (pixels) of its last label
     for step in sorted(steps, key=lambda s: (s.start + s.end) / 2):
-        text = ax.text((step.start + step.end) / 2, rows[step.worker], str(step.step), ha="center",
-                       va="center", fontsize=MIN_POINTS)
+        text = ax.text((step.start + step.end) / 2, list(rows).index(step.worker), str(step.step),
+                       ha="center", va="center", fontsize=MIN_POINTS)
         box = text.get_window_extent()
-        if box.x0 < placed.get(step.worker, float("-inf")) + 2:
+        if box.x0 < placed.get(step.worker, float("-inf")) + 5:
             text.remove()
         else:
             placed[step.worker] = box.x1
@@ -517,8 +517,8 @@ def plot_train_eval(
         xs, ys = zip(*points, strict=True) if points else ((), ())
         axes[index].plot(xs, ys, linestyle=line, marker=marker, color=colour, label=words(name))
     for ax, label in zip(axes, panels or [ylabel], strict=True):
-        _finish(fig, ax, xlabel, label, "")
-    if title:
+        _finish(fig, ax, xlabel, label, "" if panels else title)
+    if title and panels:
         fig.suptitle(words(title))
         fig.tight_layout()
     return fig
