@@ -19,6 +19,7 @@ import inspect
 import json
 import textwrap
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -118,20 +119,28 @@ def changed_lines(name: str) -> int:
 
 
 def format_table(results: Sequence[dict]) -> str:
-    """The records as an aligned text table (no pandas needed)."""
-    headers = ("strategy", "training", "replicas", "global batch", "examples/s", "steps/s",
-               "loss", "start-up s", "changed lines")
-    rows = [(r["strategy"], r["training"], str(r["replicas"]), str(r["global_batch"]),
+    """The records as an aligned text table in the course's language (no pandas needed)."""
+    headers = (say("strategy", "策略"), say("training", "训练方式"), say("replicas", "副本数"),
+               say("global batch", "全局批次"), say("examples/s", "样本/秒"), say("steps/s", "步/秒"),
+               say("loss", "损失"), say("start-up s", "启动秒数"), say("changed lines", "改动行数"))
+    training = {"sync": say("sync", "同步"), "async": say("async", "异步")}
+    rows = [(r["strategy"], training.get(r["training"], r["training"]), str(r["replicas"]),
+             str(r["global_batch"]),
              f"{r['examples_per_s']:,.0f}", f"{r['steps_per_s']:,.0f}", f"{r['loss']:.4f}",
              f"{r['startup_s']:.1f}", str(r["changed_lines"])) for r in results]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(
-        zip(headers, widths, strict=True)))]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in rows:
-        lines.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(row, widths, strict=True))))
-    return "\n".join(lines)
+    widths = [max(_width(h), *(_width(row[i]) for row in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [c + " " * (w - _width(c)) if i < 2 else " " * (w - _width(c)) + c
+                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(padded)
+
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def _width(text: str) -> int:
+    """Columns `text` takes in a monospaced font: CJK characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def run_workers(program: str | Path, num_workers: int = 2, *, args: Sequence[str] = (),

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterator
 from types import ModuleType
 
+from pstutor.fonts import use_language_font
 from pstutor.language import both, set_language
 
 TESTED_TENSORFLOW = ("2.20", "2.21")
@@ -27,9 +28,7 @@ TESTED_TENSORFLOW = ("2.20", "2.21")
 # Environment variables that TensorFlow reads at import time (or when servers start).
 _ALWAYS = {
     "TF_USE_LEGACY_KERAS": "1",  # tf.keras -> tf_keras (Keras 2)
-    # A dead worker or ps fails the call at once instead of waiting for it to come back. The gRPC
-    # code of TF 2.20/2.21 already defaults to this (grpc_state.h); older versions could hang.
-    "GRPC_FAIL_FAST": "use_caller",
+    "GRPC_FAIL_FAST": "use_caller",  # report dead workers / ps to the coordinator, never hang
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # in-process servers share a GPU without starving
     # ipykernel sets FORCE_COLOR, and Python 3.13 (Colab's) then writes colour codes into the
     # tracebacks of child programs, even into captured output: keep their errors plain text.
@@ -55,7 +54,6 @@ class DependencyError(RuntimeError):
 class Environment:
     """What `setup()` found: versions, devices and where the notebook runs."""
 
-    pstutor: str
     python: str
     tensorflow: str
     keras: str
@@ -71,7 +69,6 @@ class Environment:
     def rows(self) -> list[tuple[str, str]]:
         """The summary as (name, value) pairs."""
         return [
-            ("pstutor", self.pstutor),
             ("Python", self.python),
             ("TensorFlow", self.tensorflow),
             ("tf.keras", self.keras),
@@ -124,10 +121,8 @@ def setup(verbose: bool = False, lang: str | None = None) -> Environment:
     _check_tf_keras_is_active(tf)
     devices = _prepare_devices(tf, quiet=not verbose)
     _show_figures_inline()
-    from pstutor import __version__
-
+    use_language_font()  # in Chinese, a CJK font for every figure (pstutor.fonts)
     return Environment(
-        pstutor=__version__,
         python=platform.python_version(),
         tensorflow=tf.__version__,
         keras=f"tf_keras {importlib.metadata.version('tf-keras')} (Keras 2)",

@@ -1,20 +1,87 @@
 """Pictures that make the course's ideas visible. Each returns a matplotlib `Figure`.
 
 Figures are created without pyplot, so a notebook shows each exactly once (as the cell's
-value) and the command line can save them without a display. Labels use API names, which
-stay in English in both languages.
+value) and the command line can save them without a display. They speak the course's
+language (`pstutor.setup(lang=...)`): the helpers' own words, and the titles, labels and
+curve names a lesson passes, are looked up in `WORDS`; numbers and API names stay as they
+are. In Chinese the CJK glyphs come from the font of `pstutor.fonts`.
+
+Every figure is at most `WIDTH` inches wide and its text at least `MIN_POINTS` points, so
+it is shown unscaled and legible in a JupyterLab or Colab output cell (about 800 pixels).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch, Patch
+from matplotlib.lines import Line2D
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
+from matplotlib.path import Path as CurvePath
 from matplotlib.ticker import MaxNLocator
 
+from pstutor.fonts import use_language_font
+from pstutor.language import current_language, say
+
+WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscaled
+MIN_POINTS = 9.0
 ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
+
+# The Chinese of the phrases that lessons and the demo pass as titles, labels and curve
+# names. "{}" stands for a number. A phrase missing here is shown as it is.
+WORDS = {
+    "epoch": "周期",
+    "loss": "损失",
+    "accuracy": "准确率",
+    "round": "轮次",
+    "training step": "训练步数",
+    "scheduled step": "步骤编号（按调度顺序）",
+    "ms per step": "每步毫秒数",
+    "training loss": "训练损失",
+    "training accuracy": "训练准确率",
+    "loss / accuracy": "损失 / 准确率",
+    "sidecar evaluation loss": "边车评估损失",
+    "sidecar evaluation accuracy": "边车评估准确率",
+    "custom loop": "自定义训练循环",
+    "no partitioner": "不使用分区器",
+    "first run (interrupted)": "第一次运行（被中断）",
+    "resumed run": "恢复后的运行",
+    "sharded by worker index": "按工作进程编号分片",
+    "worker {} killed": "工作进程 {} 被杀掉",
+    "worker {} restarted": "工作进程 {} 重新启动",
+    "Training loss per epoch": "每个周期的训练损失",
+    "No partitioner: each variable whole on one ps": "不使用分区器：每个变量完整地放在一个参数服务器上",
+    "Tiny model: step time per round": "小模型：每轮的单步耗时",
+    "Loss from the TensorBoard logs": "从 TensorBoard 日志读出的损失",
+    "Three workers, three epochs of asynchronous steps": "三个工作进程、三个周期的异步训练步骤",
+    "Every worker reads the whole dataset": "每个工作进程都读取整个数据集",
+    "Shuffled copies vs shards by worker index": "打乱的完整副本与按工作进程编号的分片",
+    "Training (per epoch) and sidecar evaluation (per checkpoint)":
+        "训练（每个周期）与边车评估（每个检查点）",
+    "Worker {} killed mid-training, then restarted": "训练中途杀掉工作进程 {}，随后重启",
+    "Five machines: the training cluster and an evaluator": "五台机器：训练集群和一个评估器",
+}
+
+
+def words(text: str) -> str:
+    """`text` in the course's language: a phrase of `WORDS` (numbers may differ) or `text` itself."""
+    if current_language() != "zh":
+        return text
+    numbers = re.findall(r"\d+", text)
+    template = WORDS.get(text) or WORDS.get(re.sub(r"\d+", "{}", text))
+    if template is None:
+        return text
+    return template.format(*numbers) if "{}" in template else template
+
+
+def _figure(width: float, height: float, **kwargs) -> Figure:
+    """A new figure, with the CJK font ready when the course speaks Chinese."""
+    use_language_font()
+    return Figure(figsize=(min(width, WIDTH), height), **kwargs)
 
 
 def cluster_jobs(cluster) -> dict[str, list[str]]:
@@ -26,94 +93,131 @@ def cluster_jobs(cluster) -> dict[str, list[str]]:
     return {job: list(addresses) for job, addresses in dict(cluster).items()}
 
 
-def draw_cluster(cluster, title: str = "Parameter server cluster") -> Figure:
-    """Topology: coordinator, workers and ps as boxes, arrows for who talks to whom."""
+_HALF_W, _HALF_H = 1.05, 0.3  # half the size of a task's box, in data units (10 = the width)
+_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b"}
+
+
+def draw_cluster(cluster, title: str | None = None) -> Figure:
+    """Topology: coordinator, workers and ps as boxes, arrows for who talks to whom.
+
+    The coordinator's own links to the ps go round the workers, above or below them, so
+    no arrow crosses a box it does not belong to.
+    """
     jobs = cluster_jobs(cluster)
-    chief = jobs.get("chief", ["this process"])[0]
+    chief = jobs.get("chief", [say("this process", "当前进程")])[0]
     workers, ps = jobs.get("worker", []), jobs.get("ps", [])
     evaluators = jobs.get("evaluator", [])
     rows = max(len(workers), len(ps), 1)
-    fig = Figure(figsize=(9, 1.6 + 1.0 * rows + (0.8 if evaluators else 0)))
+    chief_xy = (1.25, rows / 2)
+    worker_xy = [(5.0, y) for y in _column(len(workers), rows)]
+    ps_xy = [(8.75, y) for y in _column(len(ps), rows)]
+    top = max((y for _, y in worker_xy + ps_xy), default=rows / 2) + _HALF_H + 0.35
+    bottom = min((y for _, y in worker_xy + ps_xy), default=rows / 2) - _HALF_H - 0.35
+    evaluator_y = bottom - 0.45 - _HALF_H * 2
+    fig = _figure(WIDTH, 1.2 + 0.8 * (top - (evaluator_y - 0.5 if evaluators else bottom - 0.3)))
     ax = fig.add_subplot()
     ax.set_xlim(0, 10)
-    bottom = -1.6 if evaluators else -0.6
-    ax.set_ylim(bottom, rows + 0.6)
+    ax.set_ylim(evaluator_y - 0.5 if evaluators else bottom - 0.3, top + 0.4)
     ax.axis("off")
-    ax.set_title(title)
-
-    def column(addresses: Sequence[str]) -> list[float]:
-        gap = rows / len(addresses)
-        return [rows - gap * (i + 0.5) for i in range(len(addresses))]
-
-    chief_xy = (1.2, rows / 2)
-    worker_xy = [(5.0, y) for y in column(workers)] if workers else []
-    ps_xy = [(8.8, y) for y in column(ps)] if ps else []
-    for (x, y) in worker_xy:
-        _arrow(ax, chief_xy, (x, y), "#999999")
+    ax.set_title(words(title) if title else say("Parameter server cluster", "参数服务器集群"))
+    for xy in worker_xy:
+        _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"])
         for target in ps_xy:
-            _arrow(ax, (x, y), target, ROLE_COLOURS["ps"])
-    for target in ps_xy:  # bend around the workers: upwards for upper ps, downwards for lower
-        _arrow(ax, chief_xy, target, "#bbbbbb", bend=-0.3 if target[1] >= rows / 2 else 0.3)
-    _box(ax, chief_xy, "chief (coordinator)", chief, ROLE_COLOURS["chief"])
-    for i, ((x, y), address) in enumerate(zip(worker_xy, workers, strict=True)):
-        _box(ax, (x, y), f"worker {i}", address, ROLE_COLOURS["worker"])
-    for i, ((x, y), address) in enumerate(zip(ps_xy, ps, strict=True)):
-        _box(ax, (x, y), f"ps {i}", address, ROLE_COLOURS["ps"])
+            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"])
+    above = [xy for xy in ps_xy if xy[1] >= chief_xy[1]]
+    below = [xy for xy in ps_xy if xy[1] < chief_xy[1]]
+    for lane, targets, side in ((top, above, +1), (bottom, below, -1)):
+        for k, target in enumerate(targets if side > 0 else targets[::-1]):
+            _detour(ax, chief_xy, target, lane + side * 0.15 * k, side)
+    _box(ax, chief_xy, say("coordinator (chief)", "协调器（chief）"), chief, ROLE_COLOURS["chief"])
+    for i, (xy, address) in enumerate(zip(worker_xy, workers, strict=True)):
+        _box(ax, xy, say(f"worker {i}", f"工作进程 {i}"), address, ROLE_COLOURS["worker"])
+    for i, (xy, address) in enumerate(zip(ps_xy, ps, strict=True)):
+        _box(ax, xy, say(f"ps {i}", f"参数服务器 {i}"), address, ROLE_COLOURS["ps"])
     for i, address in enumerate(evaluators):
-        _box(ax, (1.2 + 2.6 * i, -0.75), f"evaluator {i}", address, ROLE_COLOURS["evaluator"])
-    ax.text(
-        5.0, bottom + 0.05,
-        "grey: coordinator schedules functions on workers · green: workers read/update "
-        "variables on ps · light: coordinator creates variables on ps",
-        ha="center", va="bottom", fontsize=7.5, color="#555555",
-    )
+        _box(ax, (1.25 + 2.5 * i, evaluator_y), say(f"evaluator {i}", f"评估器 {i}"), address,
+             ROLE_COLOURS["evaluator"])
+    handles = [
+        Line2D([], [], color=_LINKS["schedule"], label=say(
+            "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
+        Line2D([], [], color=_LINKS["variables"], label=say(
+            "worker → ps: reads and updates variables", "工作进程 → 参数服务器：读取并更新变量")),
+        Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
+            "coordinator → ps: creates variables (around the workers)",
+            "协调器 → 参数服务器：创建变量（绕过工作进程）")),
+    ]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=MIN_POINTS,
+              frameon=False)
     fig.tight_layout()
     return fig
 
 
-def plot_curves(
-    curves: Mapping[str, Sequence[float]], xlabel: str = "epoch", ylabel: str = "loss",
-    title: str = "",
-) -> Figure:
-    """One line per named curve, for example training and evaluation loss."""
-    fig = Figure(figsize=(6, 3.5))
-    ax = fig.add_subplot()
-    for name, values in curves.items():
-        ax.plot(range(1, len(values) + 1), list(values), marker="o", label=name)
-    return _finish(fig, ax, xlabel, ylabel, title)
+def _bold() -> str:
+    """Bold in English; in Chinese regular, the only face of the CJK font (no half-bold labels)."""
+    return "normal" if current_language() == "zh" else "bold"
 
 
-def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str,
-            legend_size: float | None = None) -> Figure:
-    """Integer steps on x, labels, an optional title, a light grid and the legend."""
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=legend_size)
-    fig.tight_layout()
-    return fig
+def _column(count: int, rows: int) -> list[float]:
+    """Heights of `count` boxes spread evenly over `rows`, the first at the top."""
+    if not count:
+        return []
+    gap = rows / count
+    return [rows - gap * (i + 0.5) for i in range(count)]
+
+
+def _edge(xy: tuple[float, float], side: int) -> tuple[float, float]:
+    """The middle of a box's right (+1) or left (-1) side."""
+    return (xy[0] + side * _HALF_W, xy[1])
 
 
 def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> None:
     x, y = xy
-    ax.add_patch(
-        FancyBboxPatch((x - 1.0, y - 0.32), 2.0, 0.64, boxstyle="round,pad=0.05",
-                       facecolor=colour, edgecolor="black", alpha=0.9, zorder=3)
-    )
-    ax.text(x, y + 0.08, name, ha="center", va="center", fontsize=9, weight="bold", zorder=4)
-    ax.text(x, y - 0.2, address, ha="center", va="center", fontsize=7, zorder=4)
+    ax.add_patch(FancyBboxPatch((x - _HALF_W, y - _HALF_H), 2 * _HALF_W, 2 * _HALF_H,
+                                boxstyle="round,pad=0.04", facecolor=colour, edgecolor="black",
+                                zorder=3))
+    ax.text(x, y + 0.1, name, ha="center", va="center", fontsize=10, weight=_bold(), zorder=4)
+    ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _arrow(ax, start, end, colour: str, bend: float = 0.0) -> None:
-    ax.annotate(
-        "", xy=(end[0] - 1.05, end[1]), xytext=(start[0] + 1.05, start[1]),
-        arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2,
-                    "connectionstyle": f"arc3,rad={bend}"},
-        zorder=1,
-    )
+def _link(ax, start, end, colour: str) -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
+                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1))
+
+
+def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
+    """The coordinator -> ps arrow: up (or down) to a lane outside the workers, across, into the ps."""
+    sx, sy = chief_xy[0] + 0.45, chief_xy[1] + side * _HALF_H
+    ex, ey = ps_xy[0] - 0.45, ps_xy[1] + side * _HALF_H
+    verts = [(sx, sy), (sx, lane), (sx + 0.4, lane), (ex - 0.4, lane), (ex, lane), (ex, ey)]
+    codes = [CurvePath.MOVETO, CurvePath.CURVE3, CurvePath.CURVE3, CurvePath.LINETO,
+             CurvePath.CURVE3, CurvePath.CURVE3]
+    ax.add_patch(FancyArrowPatch(path=CurvePath(verts, codes), arrowstyle="-|>", mutation_scale=12,
+                                 color=_LINKS["create"], lw=1.3, linestyle="--", zorder=1))
+
+
+def plot_curves(
+    curves: Mapping[str, Sequence[float]], xlabel: str = "epoch", ylabel: str = "loss",
+    title: str = "", first: int = 1,
+) -> Figure:
+    """One line per named curve, for example training and evaluation loss; x counts from `first`."""
+    fig = _figure(6.5, 3.6)
+    ax = fig.add_subplot()
+    for name, values in curves.items():
+        ax.plot(range(first, first + len(values)), list(values), marker="o", label=words(name))
+    return _finish(fig, ax, xlabel, ylabel, title)
+
+
+def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
+    """Integer steps on x, labels, an optional title, a light grid and the legend."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(words(xlabel))
+    ax.set_ylabel(words(ylabel))
+    if title:
+        ax.set_title(words(title))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=MIN_POINTS)
+    fig.tight_layout()
+    return fig
 
 
 def shard_rows(variables) -> list[dict]:
@@ -126,6 +230,7 @@ def shard_rows(variables) -> list[dict]:
             rows.append({
                 "variable": name,
                 "shard": index,
+                "shards": len(shards),
                 "shape": tuple(shard.shape.as_list()),
                 "device": shard.device,
                 "bytes": shard.shape.num_elements() * shard.dtype.size,
@@ -133,93 +238,243 @@ def shard_rows(variables) -> list[dict]:
     return rows
 
 
-def draw_shards(variables, title: str = "Where the shards live") -> Figure:
-    """Stacked bars: bytes held by each ps task, one colour per variable."""
+def draw_shards(variables, title: str | None = None) -> Figure:
+    """One panel per variable, each on its own scale: which shard lies on which ps, and its size.
+
+    A small variable next to a big one stays visible, and every bar says what it holds:
+    "shard 0 · 128 B" for a split variable, "whole · 256 B" for one left in one piece.
+    """
     rows = shard_rows(variables)
     tasks = sorted({_ps_task(r["device"]) for r in rows})
     names = list(dict.fromkeys(r["variable"] for r in rows))
-    fig = Figure(figsize=(7, 1.4 + 0.6 * len(tasks)))
-    ax = fig.add_subplot()
-    left = dict.fromkeys(tasks, 0.0)
-    for colour, name in zip(_palette(len(names)), names, strict=True):
-        label = name  # only the first bar of a variable goes into the legend
-        for task in tasks:
-            size = sum(r["bytes"] for r in rows
-                       if r["variable"] == name and _ps_task(r["device"]) == task)
-            if size:
-                ax.barh(f"ps {task}", size / 1024, left=left[task] / 1024, color=colour,
-                        edgecolor="white", label=label)
-                left[task] += size
-                label = None
-    ax.invert_yaxis()
-    ax.set_xlabel("KiB")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="variable")
+    fig = _figure(WIDTH, 1.5 + 0.55 * len(tasks))
+    axes = fig.subplots(1, len(names), sharey=True, squeeze=False)[0]
+    for ax, colour, name in zip(axes, _palette(len(names)), names, strict=True):
+        mine = [r for r in rows if r["variable"] == name]
+        per_task = {t: [r for r in mine if _ps_task(r["device"]) == t] for t in tasks}
+        unit, scale = _unit(max(sum(r["bytes"] for r in shards) for shards in per_task.values()))
+        widest = max(sum(r["bytes"] for r in shards) for shards in per_task.values()) / scale
+        for task, shards in per_task.items():
+            left = 0.0
+            for shard in shards:
+                size = shard["bytes"] / scale
+                ax.barh(f"ps {task}", size, left=left, color=colour, edgecolor="white", linewidth=2)
+                part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
+                        else say("whole", "完整"))
+                ax.text(left + size / 2, f"ps {task}", f"{part} · {_bytes(shard['bytes'])}",
+                        ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
+                left += size
+            if not shards:
+                ax.text(0.02 * widest, f"ps {task}", say("nothing", "无"), va="center",
+                        fontsize=MIN_POINTS, color="#777777")
+        total = sum(r["bytes"] for r in mine)
+        ax.set_title(f"{name} ({_bytes(total)})", fontsize=10)
+        ax.set_xlim(0, widest * 1.02)
+        ax.set_xlabel(unit)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].invert_yaxis()
+    fig.suptitle(words(title) if title else say("Where the shards live", "分片放在哪里"))
     fig.tight_layout()
     return fig
+
+
+def _unit(largest: float) -> tuple[str, int]:
+    """The unit that shows `largest` bytes as a number between 1 and 1024, and its size."""
+    if largest >= 1 << 20:
+        return "MiB", 1 << 20
+    if largest >= 1 << 10:
+        return "KiB", 1 << 10
+    return say("bytes", "字节"), 1
+
+
+def _bytes(count: int) -> str:
+    """'256 B', '85.5 KiB', '1 MiB'."""
+    unit, scale = _unit(count)
+    unit = "B" if scale == 1 else unit
+    return f"{count / scale:.1f}".removesuffix(".0") + f" {unit}"
 
 
 def draw_timeline(
-    steps, title: str = "Which worker ran which step", marks: Mapping[str, float] | None = None,
+    steps, title: str | None = None, marks: Mapping[str, float] | None = None, *,
+    epoch_starts: Iterable[int] = (), retried: Iterable[int] = (),
+    down: Mapping[int, tuple[float, float]] | None = None, zoom: tuple[float, float] | None = None,
 ) -> Figure:
     """Gantt chart: one row per worker, one bar per step from its start to its end.
 
-    `marks` names moments (seconds on the same clock as the steps), e.g. when a worker
-    was killed; each is drawn as a labelled vertical line.
+    The number on a bar is the step's number (`Step.step`); numbers that would overlap are
+    left out. `marks` names moments (seconds on the steps' clock), drawn as dashed lines
+    and listed in the legend. `epoch_starts` are the numbers of the first step of each
+    epoch: the pause before each (the coordinator's `join()`) is shaded and the epochs are
+    named above the bars. `retried` steps are hatched, outlined and labelled; `down` shades
+    a worker's row from when it died to when it came back. `zoom` (start, end) adds a second
+    panel below that shows that stretch of time magnified.
     """
-    workers = sorted({s.worker for s in steps})
-    fig = Figure(figsize=(8, 1.0 + 0.55 * max(len(workers), 1)))
-    ax = fig.add_subplot()
-    colours = _palette(len(workers))
-    for step in steps:
-        colour = colours[workers.index(step.worker)]
-        ax.barh(f"worker {step.worker}", step.end - step.start, left=step.start, color=colour,
-                edgecolor="black", linewidth=0.5)
-        if len(steps) <= 40:
-            ax.text((step.start + step.end) / 2, f"worker {step.worker}", str(step.step),
-                    ha="center", va="center", fontsize=7)
-    ax.invert_yaxis()
-    for (label, moment), colour in zip((marks or {}).items(), ("#bc4b51", "#4c72b0", "#8172b2"),
-                                       strict=False):
-        ax.axvline(moment, color=colour, linestyle="--", linewidth=1.2)
-        ax.annotate(label, (moment, 1.0), xycoords=("data", "axes fraction"), rotation=90,
-                    va="top", ha="right", fontsize=8, color=colour)
-    ax.set_xlabel("seconds since the first step started")
-    ax.set_title(title)
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+    steps = sorted(steps)
+    workers = sorted({s.worker for s in steps} | set(down or {}))
+    rows = {w: say(f"worker {w}", f"工作进程 {w}") for w in workers}
+    panel = 0.9 + 0.75 * max(len(workers), 1)
+    legend_lines = len(down or {}) + len(marks or {}) + bool(retried) + bool(epoch_starts)
+    fig = _figure(WIDTH, 1.0 + panel * (2 if zoom else 1) + 0.22 * legend_lines)
+    axes = fig.subplots(2 if zoom else 1, 1, squeeze=False)[:, 0]
+    retried = set(retried)
+    for ax in axes:
+        _gantt(ax, steps, rows, retried, down or {}, marks or {})
+    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)))
+    handles += _timeline_legend(down or {}, marks or {}, retried)
+    if zoom:
+        axes[1].set_xlim(*zoom)
+        axes[1].set_title(say(f"Magnified: {zoom[0]:.2f} to {zoom[1]:.2f} s",
+                              f"放大：{zoom[0]:.2f} 到 {zoom[1]:.2f} 秒"), fontsize=10)
+        axes[0].axvspan(*zoom, facecolor="none", edgecolor="#333333", linestyle=":", linewidth=1.2)
+    default = say("Which worker ran which step", "哪个工作进程执行了哪一步")
+    axes[0].set_title(words(title) if title else default, pad=34 if epoch_starts else 6)
+    axes[-1].set_xlabel(say("seconds since the first step started", "自第一步开始以来的秒数"))
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
+    fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
+    _stagger(axes[0].texts)  # epoch names that would overlap go up a line
+    for ax in axes:
+        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
+    _label_retried(axes[-1], [s for s in steps if s.step in retried], list(rows))  # magnified if zoomed
     return fig
 
 
+def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
+           down: Mapping[int, tuple[float, float]], marks: Mapping[str, float]) -> None:
+    """The bars of every step, a dead worker's time down and the marked moments, on one axes."""
+    colours = dict(zip(rows, _palette(len(rows)), strict=True))
+    row = {worker: index for index, worker in enumerate(rows)}  # worker -> height of its row
+    ax.set_yticks(range(len(rows)), list(rows.values()))
+    ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)  # the first worker on top
+    for worker, (died, back) in down.items():
+        ax.barh(row[worker], back - died, left=died, height=0.5, color="#f3d3d5", hatch="xx",
+                edgecolor="#bc4b51", linewidth=0)
+    for step in steps:
+        again = step.step in retried
+        ax.barh(row[step.worker], step.end - step.start, left=step.start, height=0.5,
+                color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
+                linewidth=2.0 if again else 0.4, hatch="///" if again else None)
+    for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
+        ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
+    ax.grid(axis="x", alpha=0.3)
+
+
+_MARK_COLOURS = ("#bc4b51", "#4c72b0", "#8172b2")
+
+
+def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str, float],
+                     retried: set[int]) -> list:
+    """Legend entries for a dead worker's time down, the marked moments and the retried steps."""
+    handles: list = [Patch(facecolor="#f3d3d5", edgecolor="#bc4b51", hatch="xx",
+                           label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
+                     for worker in down]
+    handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
+                       label=f"{words(label)} ({moment:.2f} s)")
+                for (label, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False)]
+    if retried:
+        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", linewidth=2, label=say(
+            "retried: the step that failed on the killed worker, run again on another",
+            "重试：在被杀掉的工作进程上失败、改由另一个工作进程重新执行的那一步")))
+    return handles
+
+
+def _label_retried(ax, steps, workers: list[int]) -> None:
+    """Point at each retried step that is in view with a short label above its row."""
+    low, high = ax.get_xlim()
+    for step in steps:
+        if low <= step.start <= high:
+            top = workers.index(step.worker) - 0.25  # the bar's upper edge (rows run downwards)
+            ax.annotate(say("retried", "重试"), (step.start, top), xytext=(-4, 3),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=MIN_POINTS,
+                        color="#bc4b51", weight=_bold(),
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
+
+
+def _epoch_pauses(ax, steps, starts: list[int]) -> list:
+    """Shade the pause before each epoch's first step and name the epochs above the bars."""
+    if not starts or not steps:
+        return []
+    bounds = [*starts, max(s.step for s in steps) + 1]
+    for number, (first, stop) in enumerate(pairwise(bounds), start=1):
+        mine = [s for s in steps if first <= s.step < stop]
+        earlier = [s for s in steps if s.step < first]
+        if not mine:
+            continue
+        if earlier:
+            ax.axvspan(max(s.end for s in earlier), min(s.start for s in mine), color="#999999",
+                       alpha=0.25, linewidth=0)
+        middle = (min(s.start for s in mine) + max(s.end for s in mine)) / 2
+        ax.annotate(say(f"epoch {number}", f"第 {number} 个周期"), (middle, 1.0),
+                    xycoords=("data", "axes fraction"), xytext=(0, 3), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=MIN_POINTS)
+    return [Patch(facecolor="#999999", alpha=0.25, label=say(
+        "pause between epochs: join() waits for the epoch's last step",
+        "周期之间的停顿：join() 等待本周期的最后一步"))]
+
+
+def _stagger(labels) -> None:
+    """Put each label (left to right) on the lowest of two lines where it overlaps none; else drop it."""
+    ends = [float("-inf"), float("-inf")]  # right edge of the last label on each line
+    for label in sorted(labels, key=lambda t: t.get_window_extent().x0):
+        box = label.get_window_extent()
+        line = next((i for i, end in enumerate(ends) if box.x0 > end + 4), None)
+        if line is None:
+            label.set_visible(False)
+            continue
+        label.xyann = (0, 3 + 12 * line)
+        ends[line] = box.x1
+
+
+def _number_bars(ax, steps, rows: Mapping[int, str]) -> None:
+    """Write each step's number on its bar, leaving out those that would overlap a neighbour."""
+    if len(steps) > 300:
+        return
+    placed: dict[int, float] = {}  # worker -> right edge (pixels) of its last label
+    for step in sorted(steps, key=lambda s: (s.start + s.end) / 2):
+        text = ax.text((step.start + step.end) / 2, list(rows).index(step.worker), str(step.step),
+                       ha="center", va="center", fontsize=MIN_POINTS)
+        box = text.get_window_extent()
+        if box.x0 < placed.get(step.worker, float("-inf")) + 5:
+            text.remove()
+        else:
+            placed[step.worker] = box.x1
+
+
 def draw_examples_seen(
-    panels: Mapping[str, Sequence[Sequence[int]]], title: str = "Which worker saw which examples",
+    panels: Mapping[str, Sequence[Sequence[int]]], title: str | None = None,
 ) -> Figure:
     """Grids of counts, one panel per way of feeding data: rows = workers, columns = example ids."""
     import numpy as np
 
     grids = {name: np.asarray(counts, dtype=int) for name, counts in panels.items()}
     if not grids or any(grid.ndim != 2 or grid.size == 0 for grid in grids.values()):
-        raise ValueError("every panel needs a non-empty 2-D table: rows = workers, columns = ids")
+        raise ValueError(say("every panel needs a non-empty 2-D table: rows = workers, columns = ids",
+                             "每个面板都需要一张非空的二维表：行是工作进程，列是样本编号"))
     top = max(1, max(int(grid.max()) for grid in grids.values()))
     width = max(grid.shape[1] for grid in grids.values())
-    height = 0.9 + sum(0.75 + 0.35 * grid.shape[0] for grid in grids.values())
-    fig = Figure(figsize=(min(3.5 + 0.24 * width, 16), height), layout="constrained")
+    height = 1.0 + sum(0.85 + 0.38 * grid.shape[0] for grid in grids.values())
+    fig = _figure(WIDTH, height, layout="constrained")
+    cell = (WIDTH - 3.2) / width  # inches per example id
     axes = fig.subplots(len(grids), 1, squeeze=False)[:, 0]
     for ax, (name, grid) in zip(axes, grids.items(), strict=True):
         image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=top, aspect="auto")
         for (row, column), count in np.ndenumerate(grid):
-            if count and width <= 64:
-                ax.text(column, row, str(count), ha="center", va="center", fontsize=7,
+            if count and cell >= 0.12 * len(str(count)):
+                ax.text(column, row, str(count), ha="center", va="center", fontsize=MIN_POINTS,
                         color="white" if count > top / 2 else "black")
-        ax.set_yticks(range(grid.shape[0]), [f"worker {w}" for w in range(grid.shape[0])])
+        ax.set_yticks(range(grid.shape[0]), [say(f"worker {w}", f"工作进程 {w}")
+                                             for w in range(grid.shape[0])])
         ax.set_xticks(range(0, grid.shape[1], 4 if grid.shape[1] > 16 else 1))
         for row, seen in enumerate(grid):
-            ax.annotate(f"{int(np.count_nonzero(seen))} ids", (1.01, row), xycoords=("axes fraction",
-                        "data"), va="center", fontsize=8)
-        ax.set_title(name, fontsize=10, loc="left")
-    axes[-1].set_xlabel("example id")
-    fig.suptitle(title)
-    fig.colorbar(image, ax=list(axes), label="times seen", pad=0.06, aspect=30)
+            ids = int(np.count_nonzero(seen))
+            ax.annotate(say(f"{ids} ids", f"{ids} 个编号"), (1.01, row),
+                        xycoords=("axes fraction", "data"), va="center", fontsize=MIN_POINTS)
+        ax.set_title(words(name), fontsize=10, loc="left")
+    axes[-1].set_xlabel(say("example id", "样本编号"))
+    fig.suptitle(words(title) if title else say("Which worker saw which examples",
+                                                "哪个工作进程读到了哪些样本"))
+    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30)
     return fig
 
 
@@ -242,21 +497,31 @@ def plot_train_eval(
     training: Mapping[str, Sequence[tuple[float, float]]],
     evaluation: Mapping[str, Sequence[tuple[float, float]]],
     xlabel: str = "training step", ylabel: str = "value", title: str = "",
+    panels: Sequence[str] = (),
 ) -> Figure:
     """Training and evaluation curves on one time axis: (x, value) points per named curve.
 
     Training curves are solid lines with dots, evaluation curves dashed with squares, so the
-    two sources stay apart even where they share a colour.
+    two sources stay apart even where they share a colour. With `panels` (words such as
+    "loss", "accuracy") each curve goes to the panel whose word its name contains, side by
+    side and each on its own scale, so that small gaps between the sources show.
     """
-    fig = Figure(figsize=(7, 3.8))
-    ax = fig.add_subplot()
-    colours = _palette(len(training) + len(evaluation))
-    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
+    fig = _figure(WIDTH if panels else 7, 3.9)
+    axes = fig.subplots(1, max(len(panels), 1), sharex=True, squeeze=False)[0]
     curves = [*training.items(), *evaluation.items()]
+    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
+    colours = ([ROLE_COLOURS["worker"]] * len(training) + [ROLE_COLOURS["evaluator"]] * len(evaluation)
+               if panels else _palette(len(curves)))  # with panels, one colour per source
     for (name, points), colour, (line, marker) in zip(curves, colours, styles, strict=True):
+        index = next((i for i, word in enumerate(panels) if word in name), 0)
         xs, ys = zip(*points, strict=True) if points else ((), ())
-        ax.plot(xs, ys, linestyle=line, marker=marker, color=colour, label=name)
-    return _finish(fig, ax, xlabel, ylabel, title, legend_size=8)
+        axes[index].plot(xs, ys, linestyle=line, marker=marker, color=colour, label=words(name))
+    for ax, label in zip(axes, panels or [ylabel], strict=True):
+        _finish(fig, ax, xlabel, label, "" if panels else title)
+    if title and panels:
+        fig.suptitle(words(title))
+        fig.tight_layout()
+    return fig
 
 
 def _ps_task(device: str) -> int:
@@ -269,36 +534,65 @@ def _palette(count: int) -> list[str]:
     return [base[i % len(base)] for i in range(count)]
 
 
+def cpu_cores() -> int:
+    """The CPU cores this process may use (a container's limit, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def draw_comparison(
-    results: Sequence[Mapping], title: str = "The same model under four strategies",
+    results: Sequence[Mapping], title: str | None = None, cores: int | None = None,
 ) -> Figure:
     """Three panels side by side: examples per second, start-up seconds, final loss per strategy.
 
     `results` are the records of `pstutor.compare.compare` (strategy, training, examples_per_s,
-    startup_s, loss); bars are coloured by synchronous, asynchronous or no distribution.
+    startup_s, loss); bars are coloured by synchronous, asynchronous or no distribution. The
+    loss panel shows dots on an axis zoomed to the losses, so that small differences show.
+    The default title names the CPU cores of this machine (`cores`), which ran the comparison.
     """
     colours = {"sync": "#5b8e7d", "async": "#f4a259", "-": "#999999"}
     labels = [r["strategy"] for r in results]
-    panels = (("examples_per_s", "examples per second", "{:,.0f}"),
-              ("startup_s", "start-up (s)", "{:.1f}"), ("loss", "loss after the same examples", "{:.3f}"))
-    fig = Figure(figsize=(11, 1.6 + 0.45 * len(results)))
-    axes = fig.subplots(1, len(panels), sharey=True)
-    for ax, (key, name, text) in zip(axes, panels, strict=True):
+    fills = [colours.get(r.get("training", "-"), "#999999") for r in results]
+    fig = _figure(WIDTH, 2.3 + 0.5 * len(results))
+    axes = fig.subplots(1, 3, sharey=True)
+    panels = (("examples_per_s", say("examples per second", "每秒样本数"), "{:,.0f}"),
+              ("startup_s", say("start-up (s)", "启动时间（秒）"), "{:.1f}"))
+    for ax, (key, name, text) in zip(axes, panels, strict=False):
         values = [float(r[key]) for r in results]
-        ax.barh(labels, values, color=[colours.get(r.get("training", "-"), "#999999") for r in results],
-                edgecolor="black", linewidth=0.5)
+        ax.barh(labels, values, color=fills, edgecolor="black", linewidth=0.5)
         for y, value in enumerate(values):
-            ax.text(value, y, " " + text.format(value), va="center", fontsize=8)
-        ax.set_xlim(0, max(values, default=1.0) * 1.35 or 1.0)
-        ax.xaxis.set_major_locator(MaxNLocator(4))
+            ax.text(value, y, " " + text.format(value), va="center", fontsize=MIN_POINTS)
+        ax.set_xlim(0, max(values, default=1.0) * 1.6 or 1.0)
+        ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.{0 if value >= 10 else 1}f}")
         ax.set_title(name, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
+    _loss_dots(axes[2], [float(r["loss"]) for r in results], fills)
     axes[0].invert_yaxis()
-    handles = [Patch(facecolor=c, edgecolor="black", label=n)
-               for n, c in (("synchronous", colours["sync"]), ("asynchronous", colours["async"]),
-                            ("no distribution", colours["-"]))]
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle(title)
+    handles = [Patch(facecolor=colours[key], edgecolor="black", label=name) for key, name in (
+        ("sync", say("synchronous", "同步")), ("async", say("asynchronous", "异步")),
+        ("-", say("no distribution", "不分布")))]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=MIN_POINTS, frameon=False)
+    count, cores = len(results), cores or cpu_cores()
+    fig.suptitle(title if title else say(
+        f"The same model under {count} strategies ({cores} CPU cores)",
+        f"同一个模型、{count} 种策略（{cores} 个 CPU 核心）"))
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
+
+
+def _loss_dots(ax, losses: list[float], colours: list[str]) -> None:
+    """Final losses as dots on an axis zoomed to their range, each labelled with its value."""
+    low, high = min(losses, default=0.0), max(losses, default=1.0)
+    spread = max(high - low, 0.01 * max(abs(high), 1e-3))
+    ax.hlines(range(len(losses)), low - spread, losses, color="#cccccc", linewidth=1)
+    ax.scatter(losses, range(len(losses)), s=60, c=colours, edgecolors="black", linewidths=0.5, zorder=3)
+    for y, value in enumerate(losses):
+        ax.annotate(f"{value:.4f}", (value, y), xytext=(6, 0), textcoords="offset points",
+                    va="center", fontsize=MIN_POINTS)
+    ax.set_xlim(low - spread, high + 1.8 * spread)
+    ax.xaxis.set_major_locator(MaxNLocator(3))
+    ax.set_title(say("loss after the same examples\n(axis zoomed)", "相同样本数之后的损失\n（坐标轴已放大）"),
+                 fontsize=10)
+    ax.grid(axis="x", alpha=0.3)

@@ -8,6 +8,11 @@ the stamp costs no network round trip; the coordinator reads the tables once, af
 `join()`. No extra outputs and no per-step fetches: this keeps the cost within a few
 percent (benchmarks/timeline_overhead.py measures it). A step that ran twice (retried on
 another worker after a failure) appears in two workers' tables, once each.
+
+A worker's table dies with the worker. The recorder keeps every row it has read, so steps
+read before a worker was killed stay on the timeline; steps it ran after the last read
+are lost with it. The tables may also be read while steps run (rows not yet written are
+skipped), for example to wait until a worker has run steps.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class TimelineRecorder:
             self._rows = tf.Variable(tf.zeros([], tf.int64), trainable=False,
                                      name="timeline_rows", per_worker_variable=True)
         self.dropped = 0
+        self._read: set[tuple[float, float, int]] = set()  # every row read so far: (start, end, worker)
         self.origin = 0.0  # absolute time (epoch seconds) that the steps' times count from
         self._traced = False  # set when a step function using end() is traced
 
@@ -81,11 +87,13 @@ class TimelineRecorder:
         counts = [int(c.numpy()) for c in self._rows.read_all()]
         tables = [t.numpy() for t in self._table.read_all()]
         self.dropped = sum(max(0, n - self.capacity) for n in counts)
-        rows = sorted(
+        self._read.update(
             (float(table[i, 0]), float(table[i, 1]), worker)
             for worker, (table, count) in enumerate(zip(tables, counts, strict=True))
             for i in range(min(count, self.capacity))
+            if table[i, 1] > 0  # a row is written when its step ends
         )
+        rows = sorted(self._read)
         if not rows:
             return []
         origin = self.origin = rows[0][0]

@@ -1,29 +1,185 @@
-"""Pictures return figures whose content can be inspected."""
+"""Pictures return figures whose content can be inspected, in the course's language, legibly."""
 
+import ast
+import io
+import re
+import subprocess
+import sys
+import types
+import warnings
+from itertools import pairwise
+
+import matplotlib
+import numpy as np
+import pytest
+from conftest import ROOT
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.text import Text
 
 import pstutor
+from pstutor import compare, pictures
+from pstutor.build import read_lesson
+from pstutor.language import set_language
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture
+def zh():
+    set_language("zh")
+    yield
+    set_language("en")
 
 
 def _texts(fig: Figure) -> list[str]:
     return [t.get_text() for t in fig.axes[0].texts]
 
 
-def test_draw_cluster_shows_every_task_with_its_address_and_the_connections():
+class _Shard:
+    """Just what `shard_rows` reads from a variable: name, device, shape and dtype."""
+
+    def __init__(self, name: str, rows: int, cols: int, task: int):
+        self.name, self.device = f"{name}:0", f"/job:ps/replica:0/task:{task}/device:CPU:0"
+        self.shape = types.SimpleNamespace(as_list=lambda: [rows, cols], num_elements=lambda: rows * cols)
+        self.dtype = types.SimpleNamespace(size=4)
+
+
+def _sharded(*shards: _Shard):
+    return types.SimpleNamespace(variables=list(shards))
+
+
+def _steps():
+    return [pstutor.Step(n, n % 3 if n else 0, 0.03 * n, 0.03 * n + 0.01) for n in range(31)]
+
+
+def _every_picture() -> dict[str, Figure]:
+    """Every picture helper, drawn with the words the lessons give them."""
+    cluster = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"],
+               "ps": ["10.0.0.4:2222"], "evaluator": ["10.0.0.5"]}
+    fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1)),
+             _sharded(_Shard("bias/part_0", 32, 1, 0), _Shard("bias/part_1", 32, 1, 1))]
+    results = [{"strategy": s, "training": t, "examples_per_s": e, "startup_s": u, "loss": loss}
+               for s, t, e, u, loss in [("none", "-", 4e4, 2.7, 0.4771), ("ps", "async", 4e3, 3.9, 0.4781)]]
+    return {
+        "cluster": pstutor.draw_cluster(cluster),
+        "shards": pstutor.draw_shards(fixed),
+        "curves": pstutor.plot_curves({"training loss": [0.7, 0.5, 0.4]}, xlabel="scheduled step"),
+        "timeline": pstutor.draw_timeline(_steps(), epoch_starts=[1, 11, 21], retried=[30],
+                                          marks={"worker 1 killed": 0.5}, down={1: (0.5, 0.7)}),
+        "examples": pstutor.draw_examples_seen({"sharded by worker index": [[1, 0] * 8, [0, 2] * 8]}),
+        "train_eval": pstutor.plot_train_eval(
+            {"training loss": [(10, 0.6), (20, 0.5)], "training accuracy": [(10, 0.6), (20, 0.7)]},
+            {"sidecar evaluation loss": [(10, 0.62), (20, 0.49)]}, panels=("loss", "accuracy"),
+            title="Training (per epoch) and sidecar evaluation (per checkpoint)"),
+        "comparison": pstutor.draw_comparison(results),
+    }
+
+
+def _all_text(fig: Figure) -> list[Text]:
+    fig.draw_without_rendering()  # creates the tick labels
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def test_in_chinese_every_picture_speaks_chinese_and_has_a_glyph_for_every_character(zh):
+    with matplotlib.rc_context({"font.family": ["sans-serif"]}), \
+            warnings.catch_warnings(record=True) as caught:  # as if no font had been added yet
+        warnings.simplefilter("always")
+        figures = _every_picture()
+        for fig in figures.values():
+            fig.savefig(io.BytesIO(), format="png")
+    tofu = [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert not tofu, tofu[:3]
+    for name, fig in figures.items():
+        assert any(CJK.search(t.get_text()) for t in _all_text(fig)), f"{name} has no Chinese text"
+
+
+def test_in_english_no_picture_has_chinese_text():
+    for name, fig in _every_picture().items():
+        assert not any(CJK.search(t.get_text()) for t in _all_text(fig)), name
+
+
+def test_tofu_is_caught_without_the_course_font(zh):
+    """The check above can fail: the same Chinese text in matplotlib's own font is tofu."""
+    fig = Figure()
+    fig.text(0.5, 0.5, "工作进程", family="DejaVu Sans")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.savefig(io.BytesIO(), format="png")
+    assert any("missing from font" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_picture_fits_the_notebook_width_and_its_text_is_at_least_9_points(lang):
+    set_language(lang)
+    try:
+        for name, fig in _every_picture().items():
+            box = fig.get_tightbbox()
+            assert box.width <= pictures.WIDTH + 0.05, f"{name} is {box.width:.1f} in wide"
+            small = {t.get_text(): t.get_fontsize() for t in _all_text(fig)
+                     if t.get_fontsize() < pictures.MIN_POINTS}
+            assert not small, f"{name}: text under {pictures.MIN_POINTS} pt: {small}"
+    finally:
+        set_language("en")
+
+
+def test_words_translates_known_phrases_with_their_numbers_and_leaves_api_names(zh):
+    assert pictures.words("training loss") == "训练损失"
+    assert pictures.words("worker 3 killed") == "工作进程 3 被杀掉"
+    assert pictures.words("FixedShardsPartitioner(num_shards=2)") == "FixedShardsPartitioner(num_shards=2)"
+    set_language("en")
+    assert pictures.words("training loss") == "training loss"
+
+
+def _picture_words(source: str) -> list[str]:
+    """The strings a code cell gives a picture helper: keyword values and dict-literal keys."""
+    found = []
+    for call in ast.walk(ast.parse(source)):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and re.match(r"(draw|plot)_", call.func.attr)):
+            continue
+        values = [k.value for k in call.keywords if k.arg in {"title", "xlabel", "ylabel", "marks", "panels"}]
+        for node in [*call.args, *values]:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.append(node.value)
+            if isinstance(node, ast.Dict | ast.Tuple | ast.List):
+                keys = node.keys if isinstance(node, ast.Dict) else node.elts
+                found += [k.value for k in keys if isinstance(k, ast.Constant)]
+    return found
+
+
+def test_every_phrase_a_lesson_gives_a_picture_has_chinese_words_or_is_an_api_name():
+    """A new English title in a lesson would show in the Chinese notebook: add it to WORDS."""
+    prose = re.compile(r"[a-z]{2,} [a-z]{2,}|^[a-z]+$")  # "training loss", "round"; not "Model.fit"
+    missing = []
+    for path in sorted((ROOT / "lessons").rglob("*.md")):
+        for cell in read_lesson(path):
+            if cell.kind == "code":
+                missing += [(path.name, w) for w in _picture_words(cell.source)
+                            if prose.search(w) and w not in pictures.WORDS
+                            and re.sub(r"\d+", "{}", w) not in pictures.WORDS]
+    assert not missing
+
+
+def test_draw_cluster_shows_every_task_with_its_address_and_routes_coordinator_links_round_workers():
     cluster = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"],
                "ps": ["10.0.0.4:2222"], "evaluator": ["10.0.0.5:2222"]}
     fig = pstutor.draw_cluster(cluster)
-    assert isinstance(fig, Figure)
-    boxes = [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
+    ax = fig.axes[0]
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
     assert len(boxes) == 5
     texts = _texts(fig)
-    for name in ("chief (coordinator)", "worker 0", "worker 1", "ps 0", "evaluator 0"):
+    for name in ("coordinator (chief)", "worker 0", "worker 1", "ps 0", "evaluator 0"):
         assert name in texts
     for addresses in cluster.values():
         assert addresses[0] in texts
-    arrows = [t for t in fig.axes[0].texts if getattr(t, "arrow_patch", None) is not None]
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
     assert len(arrows) == 2 + 2 * 1 + 1  # chief->workers, workers->ps, chief->ps
+    worker_boxes = [b for b in boxes if b.get_x() + b.get_width() / 2 == pytest.approx(5.0)]
+    detour = arrows[-1].get_path().vertices  # in data coordinates: goes above every worker box
+    lane = max(y for _, y in detour)
+    assert all(lane > b.get_y() + b.get_height() for b in worker_boxes)
+    assert len(ax.get_legend().get_texts()) == 3
 
 
 def test_draw_cluster_accepts_a_cluster_spec_like_object():
@@ -39,12 +195,34 @@ def test_draw_cluster_accepts_a_cluster_spec_like_object():
     assert "this process" in texts and "ps 1" in texts
 
 
-def test_plot_curves_draws_one_labelled_line_per_curve():
-    fig = pstutor.plot_curves({"train": [3, 2, 1], "eval": [3.5, 2.5, 2]}, title="loss")
+def test_draw_shards_gives_each_variable_its_own_scale_and_labels_every_shard():
+    fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1)),
+             _sharded(_Shard("bias/part_0", 32, 1, 0), _Shard("bias/part_1", 32, 1, 1))]
+    whole = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1)),
+             _sharded(_Shard("bias", 64, 1, 0))]
+    split_fig, whole_fig = pstutor.draw_shards(fixed), pstutor.draw_shards(whole)
+    assert [ax.get_title() for ax in split_fig.axes] == ["embedding (256 KiB)", "bias (256 B)"]
+    assert _texts(split_fig.axes[1].figure) and [t.get_text() for t in split_fig.axes[1].texts] == [
+        "shard 0 · 128 B", "shard 1 · 128 B"]
+    assert [t.get_text() for t in whole_fig.axes[1].texts] == ["whole · 256 B", "nothing"]
+    assert split_fig.axes[1].get_xlim()[1] < 300  # bytes, not on the table's KiB scale
+
+
+def test_plot_curves_draws_one_labelled_line_per_curve_from_the_first_x():
+    fig = pstutor.plot_curves({"train": [3, 2, 1], "eval": [3.5, 2.5, 2]}, title="loss", first=0)
     ax = fig.axes[0]
     assert [line.get_label() for line in ax.get_lines()] == ["train", "eval"]
     assert list(ax.get_lines()[1].get_ydata()) == [3.5, 2.5, 2]
+    assert list(ax.get_lines()[0].get_xdata()) == [0, 1, 2]
     assert ax.get_title() == "loss"
+
+
+def test_plot_train_eval_puts_each_curve_in_the_panel_of_its_word():
+    fig = pstutor.plot_train_eval({"training loss": [(1, 0.5)], "training accuracy": [(1, 0.7)]},
+                                  {"evaluation loss": [(1, 0.6)]}, panels=("loss", "accuracy"))
+    labels = [[line.get_label() for line in ax.get_lines()] for ax in fig.axes]
+    assert labels == [["training loss", "evaluation loss"], ["training accuracy"]]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["loss", "accuracy"]
 
 
 def test_toy_data_is_deterministic_and_balanced_enough():
@@ -55,11 +233,82 @@ def test_toy_data_is_deterministic_and_balanced_enough():
     assert 0.3 < y1.mean() < 0.7
 
 
-def test_draw_timeline_marks_named_moments():
-    steps = [pstutor.Step(0, 0, 0.0, 0.1), pstutor.Step(1, 1, 0.05, 0.2), pstutor.Step(2, 0, 0.1, 0.3)]
-    fig = pstutor.draw_timeline(steps, marks={"worker 1 killed": 0.12})
+def test_draw_timeline_marks_moments_epochs_retried_steps_and_a_dead_worker():
+    steps = [pstutor.Step(0, 0, 0.0, 0.1), pstutor.Step(1, 1, 0.05, 0.2), pstutor.Step(2, 0, 0.3, 0.4)]
+    fig = pstutor.draw_timeline(steps, marks={"worker 1 killed": 0.12}, epoch_starts=[2], retried=[2],
+                                down={1: (0.12, 0.35)})
     ax = fig.axes[0]
-    assert len(ax.patches) == 3
+    bars = [p for p in ax.patches if p.get_height() == 0.5 and p.get_width() > 0]
+    assert len(bars) == 1 + 3  # worker 1's time down, then the three steps
     assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 0", "worker 1"]
     assert list(ax.lines[0].get_xdata()) == [0.12, 0.12]
-    assert "worker 1 killed" in [t.get_text() for t in ax.texts]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "worker 1 killed (0.12 s)" in legend and "worker 1 down" in legend
+    assert any(t.startswith("retried") for t in legend)
+    assert "epoch 1" in _texts(fig) and bars[3].get_hatch() == "///" and "retried" in _texts(fig)
+    assert {"0", "1", "2"} <= set(_texts(fig))
+
+
+def test_draw_timeline_leaves_out_step_numbers_that_would_overlap():
+    crowded = [pstutor.Step(n, 0, n * 1e-4, n * 1e-4 + 5e-5) for n in range(200)]
+    numbers = [t for t in pstutor.draw_timeline(crowded).axes[0].texts if t.get_text().isdigit()]
+    boxes = sorted((t.get_window_extent() for t in numbers), key=lambda b: b.x0)
+    assert 5 < len(numbers) < 200
+    assert all(a.x1 <= b.x0 for a, b in pairwise(boxes))
+
+
+def test_draw_comparison_names_the_cores_of_this_machine_and_zooms_the_loss_axis():
+    results = [{"strategy": s, "training": "sync", "examples_per_s": 100.0, "startup_s": 1.0, "loss": loss}
+               for s, loss in (("none", 0.4771), ("mwms", 0.4780))]
+    fig = pstutor.draw_comparison(results)
+    assert f"({pictures.cpu_cores()} CPU cores)" in fig.get_suptitle()
+    assert "(3 CPU cores)" in pstutor.draw_comparison(results, cores=3).get_suptitle()
+    low, high = fig.axes[2].get_xlim()
+    assert low > 0.47 and high < 0.49  # the 0.0009 difference spans much of the panel
+
+
+def test_format_table_speaks_the_course_language_and_aligns_chinese(zh):
+    rows = [{"strategy": "ps", "training": "async", "replicas": 1, "global_batch": 32,
+             "examples_per_s": 4000.0, "steps_per_s": 125.0, "loss": 0.25, "startup_s": 3.0,
+             "changed_lines": 4}]
+    header, rule, row = compare.format_table(rows).splitlines()
+    assert header.split()[:3] == ["策略", "训练方式", "副本数"] and row.split()[1] == "异步"
+    assert compare._width(header) == len(rule)  # wide characters counted twice: columns line up
+
+
+def test_setup_in_chinese_registers_the_course_font_in_a_fresh_process():
+    code = ("import pstutor, matplotlib; pstutor.setup(lang='zh'); "
+            "print(matplotlib.rcParams['font.family'][-1])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "Noto Sans SC", out.stderr[-2000:]
+
+
+def test_draw_timeline_zoom_adds_a_magnified_panel():
+    fig = pstutor.draw_timeline(_steps(), retried=[30], zoom=(0.5, 0.95))
+    assert len(fig.axes) == 2 and fig.axes[1].get_xlim() == (0.5, 0.95)
+    assert "retried" in [t.get_text() for t in fig.axes[1].texts]
+
+
+class _Table:
+    """A per-worker variable as `TimelineRecorder.steps` reads it: one array per worker."""
+
+    def __init__(self, *values):
+        self.values = [np.asarray(v) for v in values]
+
+    def read_all(self):
+        return [types.SimpleNamespace(numpy=lambda v=v: v) for v in self.values]
+
+
+def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten_rows():
+    recorder = object.__new__(pstutor.TimelineRecorder)
+    recorder.capacity, recorder.dropped, recorder._read, recorder._traced = 4, 0, set(), True
+    recorder._rows = _Table(2, 2)  # worker 1's second row is counted but not written yet
+    recorder._table = _Table([[10.0, 10.1], [10.2, 10.3], [0, 0], [0, 0]],
+                             [[10.05, 10.15], [0, 0], [0, 0], [0, 0]])
+    assert [(s.worker, round(s.start, 2)) for s in recorder.steps()] == [(0, 0.0), (1, 0.05), (0, 0.2)]
+    recorder._rows = _Table(3, 1)  # worker 1 was killed and restarted: a new, shorter table
+    recorder._table = _Table([[10.0, 10.1], [10.2, 10.3], [10.4, 10.5], [0, 0]],
+                             [[11.0, 11.1], [0, 0], [0, 0], [0, 0]])
+    steps = recorder.steps()
+    assert [(s.step, s.worker) for s in steps] == [(0, 0), (1, 1), (2, 0), (3, 0), (4, 1)]
+    assert recorder.origin == 10.0
