@@ -120,7 +120,7 @@ def _grade(args: argparse.Namespace) -> int:
 
     try:
         submissions = grade(args.submissions, args.out, course=args.course, timeout=args.timeout,
-                            sandbox=not args.no_sandbox, jobs=args.jobs,
+                            sandbox=not args.no_sandbox, jobs=args.jobs, memory=int(args.memory * 2**30),
                             log=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print(say(f"interrupted; the students graded so far are in {args.out}: run the same command "
@@ -203,6 +203,8 @@ def parser() -> argparse.ArgumentParser:
                             "(default: found above the working directory)")
     marks.add_argument("--jobs", type=_positive, default=None,
                        help="students graded at once (default: what this machine's cores and memory hold)")
+    marks.add_argument("--memory", type=float, default=6,
+                       help="GiB one submission may use, its kernel and children together (default: 6)")
     marks.add_argument("--lang", choices=LANGUAGES, default=argparse.SUPPRESS,
                        help="language of the table and messages (en or zh)")
     marks.set_defaults(run=_grade)

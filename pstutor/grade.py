@@ -110,7 +110,8 @@ def default_jobs() -> int:
 
 
 def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: float = 300,
-          sandbox: bool = True, jobs: int | None = None, log=print) -> list[Submission]:
+          sandbox: bool = True, jobs: int | None = None, memory: int = MEMORY_LIMIT,
+          log=print) -> list[Submission]:
     """Grade every `*.ipynb` in `folder` (one per student) into the CSV `table`, student by student."""
     folder, table = Path(folder), Path(table)
     course = find_course(course) if course is not None else find_course()
@@ -144,11 +145,12 @@ def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: flo
     lock = threading.Lock()
     write_table(submissions, table, tasks)
     if len(todo) < len(submissions):
-        log(say(f"{len(submissions) - len(todo)} submission(s) already in {table.name} or invalid",
-                f"{len(submissions) - len(todo)} 份提交已在 {table.name} 中或无效"))
+        log(say(f"{len(submissions) - len(todo)} submission(s) not run: invalid, or already graded in "
+                f"{table.name} with the same file", f"{len(submissions) - len(todo)} 份提交未运行："
+                f"无效，或者同一文件已在 {table.name} 中评过分"))
 
     def one(submission: Submission) -> Submission:
-        grade_one(submission, course, timeout=timeout, program=program, sandbox=sandbox)
+        grade_one(submission, course, timeout=timeout, program=program, sandbox=sandbox, memory=memory)
         with lock:
             write_table(submissions, table, tasks)
             finished = sum(1 for s in todo if s.seconds)
@@ -230,7 +232,7 @@ def _all_tasks(course: Path, submissions: list[Submission]) -> list[str]:
 
 
 def grade_one(submission: Submission, course: Path, *, timeout: float, program: str | None = None,
-              sandbox: bool = True) -> None:
+              sandbox: bool = True, memory: int = MEMORY_LIMIT) -> None:
     """Fill in `submission.results` (or `.problem`); never raises for a bad submission."""
     started = time.monotonic()
     student = submission.__dict__.pop("notebook", None)
@@ -240,10 +242,11 @@ def grade_one(submission: Submission, course: Path, *, timeout: float, program: 
     if student is None:
         return
     notebook, attempted = merge(official(course, submission.exercise, submission.language), student)
-    submission.review = review(notebook)
     work = Path(tempfile.mkdtemp(prefix="pstutor-grade-"))
+    submission.review = _hide(review(notebook), [str(course)])
     try:
-        stopped = run_isolated(notebook, work, timeout=timeout, program=program if sandbox else None)
+        stopped = run_isolated(notebook, work, timeout=timeout, program=program if sandbox else None,
+                               memory=memory)
         submission.results = read_verdicts(notebook, attempted, stopped, hide=[str(work), str(course)])
     finally:
         _remove(work)
@@ -333,14 +336,15 @@ def _suspect(node: ast.AST) -> list[str]:
                 found.append(f"imports ({name})")
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
         text = node.value
-        if text.startswith(("/", "~")) and not text.startswith("/job:") or ".." in text.split("/") \
-                or "pstutor" in text:
+        if (text.startswith(("/", "~")) and not text.startswith("/job:")) or ".." in text.split("/"):
             found.append(f"files outside the exercise ({text[:40]!r})")
+        if "pstutor" in text:
+            found.append(f"the checker ({text[:40]!r})")
     return found
 
 
 def run_isolated(notebook: nbformat.NotebookNode, work: Path, *, timeout: float,
-                 program: str | None) -> str:
+                 program: str | None, memory: int = MEMORY_LIMIT) -> str:
     """Execute `notebook` in a fresh kernel inside `work`; return what stopped it early, if anything."""
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpecManager
@@ -390,7 +394,7 @@ def run_isolated(notebook: nbformat.NotebookNode, work: Path, *, timeout: float,
         pid = client.km.provisioner.pid
         kernels.append(pid)
         _RUNNING.add(pid)
-        watchdogs.append(Watchdog(pid, memory=MEMORY_LIMIT, processes=PROCESS_LIMIT,
+        watchdogs.append(Watchdog(pid, memory=memory, processes=PROCESS_LIMIT,
                                   on_limit=lambda: _kill_group(pid)))
 
     client.on_notebook_start = started
@@ -400,12 +404,12 @@ def run_isolated(notebook: nbformat.NotebookNode, work: Path, *, timeout: float,
         if _STOPPING.is_set():
             return say("grading was interrupted", "评分被中断")
         client.execute(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the kernel's own noise
-        return _limit_reached(watchdogs)
+        return _limit_reached(watchdogs, memory)
     except Exception as err:  # time limit, a kernel that died: the student's code did it
         if not kernels:  # no kernel started: the grader's problem, not the student's
             raise
-        if _limit_reached(watchdogs):
-            return _limit_reached(watchdogs)
+        if _limit_reached(watchdogs, memory):
+            return _limit_reached(watchdogs, memory)
         if time.monotonic() >= deadline:
             return say(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
         first = str(err).splitlines()[0][:200] if str(err) else ""
@@ -437,11 +441,10 @@ def _capped_client():
     return CappedClient
 
 
-def _limit_reached(watchdogs) -> str:
+def _limit_reached(watchdogs, memory: int) -> str:
     for watchdog in watchdogs:
         if watchdog.exceeded == "memory":
-            return say(f"memory limit of {MEMORY_LIMIT >> 30} GiB exceeded",
-                       f"超过了 {MEMORY_LIMIT >> 30} GiB 的内存限制")
+            return say(f"memory limit of {memory / 2**30:g} GiB exceeded", f"超过了 {memory / 2**30:g} GiB 的内存限制")
         if watchdog.exceeded:
             return say(f"limit of {PROCESS_LIMIT} processes exceeded", f"超过了 {PROCESS_LIMIT} 个进程的限制")
     return ""
@@ -484,6 +487,9 @@ def read_verdicts(notebook: nbformat.NotebookNode, attempted: dict[str, bool], s
                 crashed[task] = _hide(_error_line(errors[0]), hide)
         checked = _CHECK_CALL.findall(cell.source) if not _tasks_of(cell) else []
         for output in cell.get("outputs", []) if len(checked) == 1 else []:
+            # The check cell's own value, not something displayed by a hook while it ran.
+            if output.get("output_type") != "execute_result":
+                continue
             record = output.get("data", {}).get(MIME)
             if isinstance(record, dict) and record.get("task") == checked[0] in attempted \
                     and checked[0] not in results:
@@ -501,6 +507,7 @@ def read_verdicts(notebook: nbformat.NotebookNode, attempted: dict[str, bool], s
 def _error_line(error: dict) -> str:
     """`Name: message (line N: code)` of an error output: the student's own line, no grader path."""
     name, value = str(error.get("ename", "")), str(error.get("evalue", ""))
+    value = re.sub(r" \(\d+\.py, line \d+\)", "", value)  # the kernel's name for the cell
     text = _ANSI.sub("", "\n".join(str(line) for line in error.get("traceback", [])))
     where = re.findall(r"Cell In\[\d+\], line (\d+)", text)
     code = re.findall(r"^-*> *\d+ (.*)$", text, re.M)

@@ -52,6 +52,7 @@ class LocalCluster:
         self.log_dir = Path(tempfile.gettempdir()) / f"pstutor-cluster-{os.getpid()}-{id(self):x}"
         self._processes: dict[tuple[str, int], subprocess.Popen] = {}
         self._log_start: dict[tuple[str, int], int] = {}  # where the current run's log begins
+        self.killed_at: dict[tuple[str, int], float] = {}  # time.time() of each task's last kill
 
     @property
     def tasks(self) -> list[tuple[str, int]]:
@@ -99,6 +100,7 @@ class LocalCluster:
         if process is not None and process.poll() is None:
             process.send_signal(sig)
             process.wait(timeout=30)
+            self.killed_at[(task_type, task_index)] = time.time()
 
     def restart(self, task_type: str, task_index: int) -> None:
         """Start a task again on its old address (killing it first if it still runs)."""

@@ -91,7 +91,7 @@ def readable() -> list[str]:
     """The folders a kernel needs to read: system libraries, Python, its packages, pstutor."""
     import pstutor
 
-    folders = [path for path in _SYSTEM if os.path.exists(path)]
+    folders = [path for path in _SYSTEM if os.path.exists(path) and not os.path.islink(path)]
     folders += [sys.base_prefix, sys.prefix, str(Path(pstutor.__file__).parent)]
     folders += [path for path in sys.path if os.path.isdir(path or ".")
                 and ("site-packages" in path or "dist-packages" in path)]
@@ -110,6 +110,9 @@ def command(work: Path, argv: list[str], *, program: str) -> list[str]:
     line += ["--dev", "/dev", "--proc", "/proc", "--bind", str(work / "tmp"), "/tmp"]
     for folder in readable():
         line += ["--ro-bind", folder, folder]
+    for link in _SYSTEM:  # merged /usr: /lib, /bin, ... are links into it
+        if os.path.islink(link):
+            line += ["--symlink", os.readlink(link), link]
     for name in _ETC:
         line += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     line += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu",
