@@ -71,7 +71,8 @@ class Submission:
     problem: str = ""  # why the whole submission could not be graded
     review: str = ""  # why a person should look at it before trusting the verdicts
     seconds: float = 0.0
-    digest: str = ""
+    digest: str = ""  # of the file graded: a rerun grades a changed file again
+    notebook: nbformat.NotebookNode | None = dataclasses.field(default=None, repr=False)
 
     def score(self) -> str:
         """Tasks passed / tasks."""
@@ -138,7 +139,8 @@ def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: flo
     for submission in submissions:
         earlier = done.get(submission.student)
         if earlier and earlier.digest == submission.digest and not submission.problem:
-            submission.__dict__.update({k: v for k, v in earlier.__dict__.items() if k != "path"})
+            for field in ("exercise", "language", "results", "review", "seconds"):
+                setattr(submission, field, getattr(earlier, field))
         elif not submission.problem:
             todo.append(submission)
     tasks = _all_tasks(course, submissions)
@@ -192,8 +194,7 @@ def identify(submission: Submission, course: Path) -> Submission:
     except Exception as err:  # not a file, not JSON, not ours: all the student's doing
         submission.problem = f"{type(err).__name__}: {str(err)[:200]}"
         return submission
-    submission.exercise, submission.language = source, lang
-    submission.__dict__["notebook"] = notebook
+    submission.exercise, submission.language, submission.notebook = source, lang, notebook
     return submission
 
 
@@ -204,7 +205,8 @@ def _read_regular_file(path: Path) -> bytes:
         raise ValueError(say("not a regular file (a link, folder, FIFO or device): not opened",
                              "不是普通文件（链接、文件夹、FIFO 或设备）：未打开"))
     if info.st_size > MAX_NOTEBOOK_BYTES:
-        raise ValueError(say(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB", f"超过 {MAX_NOTEBOOK_BYTES >> 20} MB"))
+        size = MAX_NOTEBOOK_BYTES >> 20
+        raise ValueError(say(f"larger than {size} MB", f"超过 {size} MB"))
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
@@ -235,10 +237,9 @@ def grade_one(submission: Submission, course: Path, *, timeout: float, program: 
               sandbox: bool = True, memory: int = MEMORY_LIMIT) -> None:
     """Fill in `submission.results` (or `.problem`); never raises for a bad submission."""
     started = time.monotonic()
-    student = submission.__dict__.pop("notebook", None)
-    if student is None:
+    if submission.notebook is None:
         identify(submission, course)
-        student = submission.__dict__.pop("notebook", None)
+    student, submission.notebook = submission.notebook, None
     if student is None:
         return
     notebook, attempted = merge(official(course, submission.exercise, submission.language), student)
@@ -290,12 +291,18 @@ _SUSPECT_NAMES = {
     "gc": "the garbage collector", "inspect": "the interpreter's internals",
     "_CHECKS": "the checker", "expect": "the checker", "Result": "the checker", "MIME": "the checker",
     "settrace": "tracing hooks", "setprofile": "tracing hooks", "pickle": "pickle", "marshal": "marshal",
-    "subprocess": "other programs", "system": "other programs", "popen": "other programs",
-    "kill": "signals", "signal": "signals", "open": "files", "read_text": "files", "read_bytes": "files",
-    "listdir": "files", "walk": "files", "glob": "files", "scandir": "files", "GFile": "files",
-    "exists": "files",
+    "subprocess": "other programs", "signal": "signals", "open": "files", "read_text": "files",
+    "read_bytes": "files", "GFile": "files",
 }
-_ALLOWED_CALLS = {("cluster", "kill")}  # the exercises' own API: LocalCluster.kill
+_SUSPECT_ATTRIBUTES = {"get_ipython", "_CHECKS", "expect", "Result", "MIME", "settrace", "setprofile",
+                       "read_text", "read_bytes", "GFile"}
+_INTERNALS = {"modules", "checks", "check", "_getframe", "__dict__", "__class__", "__globals__", "__code__",
+              "__builtins__", "__subclasses__", "__bases__", "__mro__", "__closure__", "__defaults__",
+              "__kwdefaults__", "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame"}
+_SUSPECT_OS = {"kill", "killpg", "system", "popen", "fork", "forkpty", "setsid", "execv", "execvp",
+               "execve", "spawnv", "posix_spawn", "open", "chmod", "chown", "utime", "setxattr"}
+_SUSPECT_MODULES = {"pstutor", "sys", "socket", "IPython", "importlib", "ctypes", "gc", "inspect",
+                    "subprocess", "signal", "pickle", "marshal", "builtins", "multiprocessing"}
 
 
 def review(notebook: nbformat.NotebookNode) -> str:
@@ -324,23 +331,31 @@ def _suspect(node: ast.AST) -> list[str]:
         found.append(f"{_SUSPECT_NAMES[node.id]} ({node.id})")
     elif isinstance(node, ast.Attribute):
         owner = node.value.id if isinstance(node.value, ast.Name) else ""
-        if node.attr in _SUSPECT_NAMES and (owner, node.attr) not in _ALLOWED_CALLS:
+        if node.attr in _SUSPECT_ATTRIBUTES:
             found.append(f"{_SUSPECT_NAMES[node.attr]} (.{node.attr})")
-        if node.attr in ("modules", "checks", "check", "_getframe") or node.attr.startswith("__"):
+        if owner == "os" and node.attr in _SUSPECT_OS:
+            found.append(f"the system (os.{node.attr})")
+        if node.attr in _INTERNALS:
             found.append(f"the interpreter's internals (.{node.attr})")
     elif isinstance(node, ast.Import | ast.ImportFrom):
         names = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
         for name in names:
-            top = name.split(".")[0]
-            if top in _SUSPECT_NAMES or top in ("pstutor", "sys", "os", "shutil", "pathlib", "socket"):
+            if name.split(".")[0] in _SUSPECT_MODULES | set(_SUSPECT_NAMES):
                 found.append(f"imports ({name})")
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
         text = node.value
-        if (text.startswith(("/", "~")) and not text.startswith("/job:")) or ".." in text.split("/"):
+        if _outside(text):
             found.append(f"files outside the exercise ({text[:40]!r})")
         if "pstutor" in text:
             found.append(f"the checker ({text[:40]!r})")
     return found
+
+
+def _outside(text: str) -> bool:
+    """Whether a string looks like a path outside the exercise: /an/existing/folder, ~, or .."""
+    top = text.split("/")[1] if text.startswith("/") and "/" in text[1:] else ""
+    return text.startswith("~") or ".." in text.split("/") \
+        or (bool(top) and os.path.isdir(f"/{top}"))
 
 
 def run_isolated(notebook: nbformat.NotebookNode, work: Path, *, timeout: float,
@@ -444,7 +459,8 @@ def _capped_client():
 def _limit_reached(watchdogs, memory: int) -> str:
     for watchdog in watchdogs:
         if watchdog.exceeded == "memory":
-            return say(f"memory limit of {memory / 2**30:g} GiB exceeded", f"超过了 {memory / 2**30:g} GiB 的内存限制")
+            gib = f"{memory / 2**30:g}"
+            return say(f"memory limit of {gib} GiB exceeded", f"超过了 {gib} GiB 的内存限制")
         if watchdog.exceeded:
             return say(f"limit of {PROCESS_LIMIT} processes exceeded", f"超过了 {PROCESS_LIMIT} 个进程的限制")
     return ""
@@ -540,19 +556,19 @@ def _status(record: dict, attempted: bool, hide: list[str]) -> tuple[str, str]:
 def _earlier_results(table: Path) -> dict[str, Submission]:
     """What an earlier run (stopped or finished) already wrote to the table, by student."""
     done: dict[str, Submission] = {}
-    with contextlib.suppress(OSError, csv.Error, UnicodeDecodeError):
-        with open(table, encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if not row.get("sha256") or not row.get("score"):
-                    continue
-                tasks = [c for c in row if c not in (*COLUMNS, "details", "sha256")]
-                details = dict(part.split(": ", 1) for part in row.get("details", "").split("; ")
-                               if ": " in part)
-                results = {t: (row[t], details.get(t, "")) for t in tasks if row[t]}
-                student = _unquote(row["student"])
-                done[student] = Submission(
-                    student, Path(), _unquote(row["exercise"]), row["language"], results,
-                    review=_unquote(row["review"]), seconds=float(row["seconds"] or 0), digest=row["sha256"])
+    with contextlib.suppress(OSError, csv.Error, UnicodeDecodeError), \
+            open(table, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            if not row.get("sha256") or not row.get("score"):
+                continue
+            tasks = [c for c in row if c not in (*COLUMNS, "details", "sha256")]
+            details = dict(part.split(": ", 1) for part in re.split(r"; (?=\d\d\.\d+: )", row["details"])
+                           if ": " in part)
+            results = {t: (row[t], details.get(t, "")) for t in tasks if row[t]}
+            student = _unquote(row["student"])
+            done[student] = Submission(
+                student, Path(), _unquote(row["exercise"]), row["language"], results,
+                review=_unquote(row["review"]), seconds=float(row["seconds"] or 0), digest=row["sha256"])
     return done
 
 
@@ -575,7 +591,8 @@ def write_table(submissions: list[Submission], table: Path, tasks: list[str]) ->
         writer.writerow([*COLUMNS, *tasks, "details", "sha256"])
         for s in submissions:
             if s.problem:
-                row = [s.student, s.exercise, s.language, "", "", "", *[INVALID] * len(tasks), s.problem, s.digest]
+                row = [s.student, s.exercise, s.language, "", "", "", *[INVALID] * len(tasks), s.problem,
+                       s.digest]
             elif s.results:
                 details = "; ".join(f"{task}: {detail}" for task, (_, detail) in s.results.items() if detail)
                 row = [s.student, s.exercise, s.language, s.score(), f"{s.seconds:.0f}", s.review,
@@ -608,5 +625,6 @@ def summary(submissions: list[Submission]) -> str:
     flagged = sum(bool(s.review) for s in submissions)
     lines += ["", say(f"{len(submissions)} submission(s); {complete} with every task passed; "
                       f"{flagged} need(s) review.",
-                      f"共 {len(submissions)} 份提交；其中 {complete} 份全部通过；{flagged} 份需要人工查看。")]
+                      f"共 {len(submissions)} 份提交；其中 {complete} 份全部通过；"
+                      f"{flagged} 份需要人工查看。")]
     return "\n".join(lines)

@@ -63,7 +63,7 @@ def test_the_solution_passes_and_the_student_copy_is_not_done(source, lang):
 # Tasks whose answers change shared state (folders, a cluster's processes, step counters):
 # each of their answers needs a fresh kernel. The answers of every other task run one after
 # another in one kernel, each followed by the task's check.
-FRESH_KERNEL = {"01.1", "03.2", "04.3", "07.1", "07.2", "08.2", "08.3"}
+FRESH_KERNEL = {"01.1", "03.2", "04.3", "07.1", "07.2", "08.2"}
 
 
 def _answer_rounds(source) -> list[dict[str, list[tuple[str, str]]]]:
@@ -121,3 +121,22 @@ def test_wrong_answers_are_caught_and_correct_alternatives_pass(source, tmp_path
                     assert record["detail"].startswith("✗ "), record
                 else:
                     assert record["status"] == "passed", (record, answer)
+
+
+def test_a_crashed_answer_cell_gives_a_clear_failure_in_the_check_cell(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('import pstutor\npstutor.set_language("en")'),
+        nbformat.v4.new_code_cell("def is_chief(resolver):\n    return True\nsave_path = undefined_helper"),
+        nbformat.v4.new_code_cell('pstutor.check("09.2", is_chief=is_chief, save_path=save_path)'),
+    ])
+    NotebookClient(notebook, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    answer, check = notebook.cells[1].outputs, notebook.cells[2].outputs
+    assert answer[0]["ename"] == "NameError"  # the ✏️ cell shows its own error
+    assert [output["output_type"] for output in check] == ["display_data"], check
+    text = check[0]["data"]["text/plain"]
+    assert "❌ Task 09.2" in text and "✗ `save_path` is not defined" in text
+    assert check[0]["data"][MIME]["hint"] == "answer-missing"

@@ -45,8 +45,8 @@ import pstutor.checks.ex01
 resolver = strategy = 1"""
 FORGE_HOOK = """from IPython.display import display
 def forge(*args):
-    display({"application/vnd.pstutor.check+json": {"task": "01.1", "status": "passed", "hint": "", "detail": ""}},
-            raw=True)
+    record = {"task": "01.1", "status": "passed", "hint": "", "detail": ""}
+    display({"application/vnd.pstutor.check+json": record}, raw=True)
 get_ipython().events.register("pre_run_cell", forge)
 resolver = strategy = 1"""
 COPY_SOLUTION = f"""import json
@@ -134,7 +134,8 @@ def test_a_class_is_graded_task_by_task(graded):
     assert "✗" in rows["cy"]["details"] and "count the tasks of the 'worker' job" in rows["cy"]["details"]
     assert _statuses(rows["di"]) == ["crashed", "crashed", "not attempted"]
     assert "SyntaxError" in rows["di"]["details"] and "line 3" in rows["di"]["details"]
-    assert "RuntimeError: lost my notes (line 2: raise RuntimeError('lost my notes'))" in rows["di"]["details"]
+    crash = "RuntimeError: lost my notes (line 2: raise RuntimeError('lost my notes'))"
+    assert crash in rows["di"]["details"] and ".py" not in rows["di"]["details"]
     assert _statuses(rows["eve"])[:2] == ["crashed", "crashed"] and "time limit" in rows["eve"]["details"]
     assert all(float(row["seconds"]) > 0 for row in rows.values() if row["score"])
     assert "1 with every task passed" in result.stdout
@@ -200,8 +201,7 @@ def test_limits_and_odd_files(graded):
     assert "memory limit of 2 GiB" in rows["hog"]["details"]
     for name in ("fay", "fifo", "folder", "link"):
         assert _statuses(rows[name]) == ["invalid"] * 3, name
-    assert "not a regular file" in rows["fifo"]["details"] and "JSON" in rows["fay"]["details"] \
-        or "Notebook" in rows["fay"]["details"]
+    assert "not a regular file" in rows["fifo"]["details"] and "JSON" in rows["fay"]["details"]
     assert "'=HYPERLINK(\"evil\")" in rows
 
 
@@ -257,3 +257,28 @@ def test_the_exercise_comes_from_the_notebook_metadata():
     path = build.notebook_path(SOURCE, "zh", "exercise")
     found = identify(Submission("x", path), ROOT)
     assert (found.exercise, found.language, found.problem) == ("01_cluster", "zh", "")
+
+
+def test_correct_answers_are_not_flagged_for_review():
+    from pstutor.grade import merge, review
+
+    for source in build.exercise_paths():
+        answers = [build.render(source, "en", "solution")]
+        answers += [build.render(source, "en", "solution", answers={c.task: c.source})
+                    for c in build.read_lesson(source) if c.kind in ("right", "wrong")]
+        for solution in answers:
+            notebook, _ = merge(build.render(source, "en", "exercise"), solution)
+            assert review(notebook) == "", (source.name, review(notebook))
+
+
+@pytest.mark.parametrize("attack", [FORGE_CHECK, FORGE_EXPECT, FORGE_HOOK, COPY_SOLUTION,
+                                    "import sys\nsys.modules['pstutor'].check = print",
+                                    "getattr(__builtins__, 'ev' + 'al')('1')",
+                                    "import os\nos.kill(os.getppid(), 9)"])
+def test_answers_that_reach_for_the_checker_are_flagged(attack):
+    from pstutor.grade import merge, review
+
+    student = build.render(SOURCE, "en", "exercise")
+    next(c for c in student.cells if c.metadata.get("pstutor", {}).get("tasks") == ["01.1"]).source = attack
+    notebook, _ = merge(build.render(SOURCE, "en", "exercise"), student)
+    assert review(notebook).startswith("needs review: touches "), attack
