@@ -1,6 +1,7 @@
 """Exercises: every solution passes its checks, every student copy runs and says "not done",
 and every wrong answer written in the source is caught by its check with the expected hint."""
 
+import itertools
 import json
 import re
 
@@ -140,3 +141,14 @@ def test_a_crashed_answer_cell_gives_a_clear_failure_in_the_check_cell(tmp_path)
     text = check[0]["data"]["text/plain"]
     assert "❌ Task 09.2" in text and "✗ `save_path` is not defined" in text
     assert check[0]["data"][MIME]["hint"] == "answer-missing"
+
+
+@pytest.mark.parametrize("source", EXERCISES, ids=lambda p: p.stem)
+def test_both_languages_have_the_same_headings_and_terms(source):
+    cells = build.read_lesson(source)
+    for en, zh in itertools.pairwise(cells):
+        if en.kind == "en":
+            levels = [re.findall(r"^(#+) ", cell.source, re.M) for cell in (en, zh)]
+            assert levels[0] == levels[1], f"{source.name}: {en.source[:60]!r}"
+            prose = re.sub(r"`[^`]*`", "", zh.source)
+            assert "epoch" not in prose.lower(), f"{source.name}: 'epoch' is 周期 in Chinese prose"

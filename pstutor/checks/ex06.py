@@ -18,7 +18,7 @@ def scheduled_evaluation(accuracy) -> None:
     expect(isinstance(accuracy, tf.keras.metrics.BinaryAccuracy),
            ("`accuracy` is a BinaryAccuracy metric", "`accuracy` 是一个 BinaryAccuracy 指标"), "metric",
            ("create the metric the task names", "创建任务中指定的那个指标"))
-    threshold = float(getattr(accuracy, "threshold", 0.5))
+    threshold = float(accuracy.get_config().get("threshold", 0.5))
     expect(threshold == 0.0,
            ("its threshold is 0: the model outputs logits", "它的阈值是 0：模型输出的是 logits"), "threshold",
            (f"its threshold is {threshold:g}: the model's last layer has no sigmoid, so a logit above 0 "
