@@ -7,8 +7,10 @@ with `@task("NN.k")` and state their requirements with `expect(...)`, in order: 
 unmet requirement stops the check, because later ones usually build on it. A task whose
 answers are still `None` (the student copy's stub) is "not done", never a crash.
 
-The result is shown as text and also carries a small JSON record (`MIME`), which is how
-`pstutor grade` reads the verdict of every task without parsing prose.
+The result is shown as text and also carries a small JSON record (`MIME`, with the failure
+in both languages), which is how `pstutor grade` reads the verdict of every task without
+parsing prose. In IPython, a check cell whose answer names are undefined (its ✏️ cell
+stopped early) shows a failed check saying so, instead of a bare `NameError`.
 """
 
 from __future__ import annotations
