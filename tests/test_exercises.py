@@ -68,9 +68,9 @@ FRESH_KERNEL = {"01.1", "03.2", "04.3", "07.1", "07.2", "08.2"}
 
 
 def _answer_rounds(source) -> list[dict[str, list[tuple[str, str]]]]:
-    """Correct alternatives (expected hint "") and wrong answers, grouped into executions."""
+    """Wrong answers and correct alternatives (expected hint ""), grouped into executions."""
     per_task: dict[str, list[tuple[str, str]]] = {}
-    for kind in ("right", "wrong"):
+    for kind in ("wrong", "right"):  # a correct answer last: later tasks build on what it leaves
         for cell in build.read_lesson(source):
             if cell.kind == kind:
                 per_task.setdefault(cell.task, []).append((cell.source, cell.expect))
