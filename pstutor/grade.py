@@ -145,6 +145,7 @@ def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: flo
             todo.append(submission)
     tasks = _all_tasks(course, submissions)
     lock = threading.Lock()
+    _STOPPING.clear()
     write_table(submissions, table, tasks)
     if len(todo) < len(submissions):
         log(say(f"{len(submissions) - len(todo)} submission(s) not run: invalid, or already graded in "
@@ -152,7 +153,12 @@ def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: flo
                 f"无效，或者同一文件已在 {table.name} 中评过分"))
 
     def one(submission: Submission) -> Submission:
-        grade_one(submission, course, timeout=timeout, program=program, sandbox=sandbox, memory=memory)
+        try:
+            grade_one(submission, course, timeout=timeout, program=program, sandbox=sandbox, memory=memory)
+        except Exception as err:  # the grader's own trouble with this one (no kernel): report, go on
+            reason = f"{type(err).__name__}: {err}"[:200]
+            submission.problem = say("could not be run: ", "无法运行：") + reason
+            submission.seconds = max(submission.seconds, 0.1)
         with lock:
             write_table(submissions, table, tasks)
             finished = sum(1 for s in todo if s.seconds)
