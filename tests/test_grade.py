@@ -95,6 +95,8 @@ def graded(tmp_path_factory):
     })
     _submission(folder / "hog.ipynb", {"01.1": "import time\nblocks = []\nfor _ in range(40):\n"
                                                "    blocks.append(b'x' * (100 << 20))\n    time.sleep(0.05)"})
+    forks = "import subprocess, time\nchildren = [subprocess.Popen(['sleep', '60']) for _ in range(250)]"
+    _submission(folder / "forker.ipynb", {"01.1": forks + "\ntime.sleep(30)"})
     (folder / "fay.ipynb").write_text("{ this is not a notebook")
     os.mkfifo(folder / "fifo.ipynb")
     (folder / "folder.ipynb").mkdir()
@@ -199,6 +201,7 @@ def _cmdline_has(pid: str, text: str) -> bool:
 def test_limits_and_odd_files(graded):
     rows = _rows(graded[1])
     assert "memory limit of 2 GiB" in rows["hog"]["details"]
+    assert "limit of 200 processes" in rows["forker"]["details"]
     for name in ("fay", "fifo", "folder", "link"):
         assert _statuses(rows[name]) == ["invalid"] * 3, name
     assert "not a regular file" in rows["fifo"]["details"] and "JSON" in rows["fay"]["details"]
@@ -273,6 +276,7 @@ def test_correct_answers_are_not_flagged_for_review():
 
 @pytest.mark.parametrize("attack", [FORGE_CHECK, FORGE_EXPECT, FORGE_HOOK, COPY_SOLUTION,
                                     "import sys\nsys.modules['pstutor'].check = print",
+                                    "import pstutor.checks\npstutor.checks._CHECKS.clear()",
                                     "getattr(__builtins__, 'ev' + 'al')('1')",
                                     "import os\nos.kill(os.getppid(), 9)"])
 def test_answers_that_reach_for_the_checker_are_flagged(attack):
