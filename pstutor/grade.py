@@ -509,12 +509,12 @@ def read_verdicts(notebook: nbformat.NotebookNode, attempted: dict[str, bool], s
                 crashed[task] = _hide(_error_line(errors[0]), hide)
         checked = _CHECK_CALL.findall(cell.source) if not _tasks_of(cell) else []
         for output in cell.get("outputs", []) if len(checked) == 1 else []:
-            # The check cell's own value, not something displayed by a hook while it ran.
-            if output.get("output_type") != "execute_result":
-                continue
             record = output.get("data", {}).get(MIME)
+            # A pass counts only as the check cell's own value, never as something displayed
+            # (by a hook, say) while it ran; a displayed failure may stand (a missing answer).
+            own = output.get("output_type") == "execute_result"
             if isinstance(record, dict) and record.get("task") == checked[0] in attempted \
-                    and checked[0] not in results:
+                    and checked[0] not in results and (own or record.get("status") == FAILED):
                 results[checked[0]] = _status(record, attempted[checked[0]], hide)
     for task, tried in attempted.items():
         if tried and task in crashed:

@@ -40,7 +40,7 @@ _REFER, _TRUNCATE = 1 << 13, 1 << 14  # Landlock ABI 2 and 3
 
 # What a Python kernel needs from /etc (name resolution of localhost, time zone, users).
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "hosts", "nsswitch.conf",
-        "passwd", "group", "alternatives")
+        "passwd", "group", "alternatives", "fonts")
 _SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 FILE_SIZE_LIMIT = 1 << 30  # bytes per file a submission may write
 OPEN_FILES_LIMIT = 4096

@@ -91,7 +91,7 @@ def graded(tmp_path_factory):
                 f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)  # {MARKER}'],"
                 " start_new_session=True)\n"
                 "pid = os.fork()\nif pid == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '301'])\n"
-                "tf_config_json = None",
+                "raise RuntimeError('spawned two survivors')",
     })
     _submission(folder / "hog.ipynb", {"01.1": "import time\nblocks = []\nfor _ in range(40):\n"
                                                "    blocks.append(b'x' * (100 << 20))\n    time.sleep(0.05)"})
@@ -177,7 +177,9 @@ def test_no_secret_no_classmate_no_network_is_reachable(graded):
 def test_the_grader_survives_and_nothing_is_left_behind(graded):
     result, table, keep, before, keep_stat, _ = graded
     assert result.returncode == 0
-    assert _statuses(_rows(table)["vandal"])[0] in ("crashed", "failed")
+    vandal = _rows(table)["vandal"]
+    assert _statuses(vandal)[:2] == ["failed", "crashed"], vandal  # it lived on after its kill
+    assert "`resolver` is not defined" in vandal["details"] and "spawned two survivors" in vandal["details"]
     assert keep.read_text() == "the teacher's notes"
     after = keep.stat()
     assert (after.st_mode, after.st_mtime, after.st_uid) == (keep_stat.st_mode, keep_stat.st_mtime,
