@@ -53,6 +53,12 @@ _SOURCE_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 COLUMNS = ("student", "exercise", "language", "score", "seconds", "review")
+_STATUS_ZH = {PASSED: "通过", FAILED: "未通过", NOT_ATTEMPTED: "未作答", CRASHED: "崩溃", INVALID: "无效"}
+
+
+def shown(status: str) -> str:
+    """A task's status in the table's language."""
+    return say(status, _STATUS_ZH.get(status, status))
 
 
 class GradingError(ValueError):
@@ -570,7 +576,8 @@ def _earlier_results(table: Path) -> dict[str, Submission]:
             tasks = [c for c in row if c not in (*COLUMNS, "details", "sha256")]
             details = dict(part.split(": ", 1) for part in re.split(r"; (?=\d\d\.\d+: )", row["details"])
                            if ": " in part)
-            results = {t: (row[t], details.get(t, "")) for t in tasks if row[t]}
+            status = {zh: en for en, zh in _STATUS_ZH.items()}
+            results = {t: (status.get(row[t], row[t]), details.get(t, "")) for t in tasks if row[t]}
             student = _unquote(row["student"])
             done[student] = Submission(
                 student, Path(), _unquote(row["exercise"]), row["language"], results,
@@ -597,12 +604,12 @@ def write_table(submissions: list[Submission], table: Path, tasks: list[str]) ->
         writer.writerow([*COLUMNS, *tasks, "details", "sha256"])
         for s in submissions:
             if s.problem:
-                row = [s.student, s.exercise, s.language, "", "", "", *[INVALID] * len(tasks), s.problem,
-                       s.digest]
+                row = [s.student, s.exercise, s.language, "", "", "", *[shown(INVALID)] * len(tasks),
+                       s.problem, s.digest]
             elif s.results:
                 details = "; ".join(f"{task}: {detail}" for task, (_, detail) in s.results.items() if detail)
                 row = [s.student, s.exercise, s.language, s.score(), f"{s.seconds:.0f}", s.review,
-                       *[s.results.get(t, ("", ""))[0] for t in tasks], details, s.digest]
+                       *[shown(s.results[t][0]) if t in s.results else "" for t in tasks], details, s.digest]
             else:
                 continue  # not graded yet
             writer.writerow([_quote(value) for value in row])
@@ -621,7 +628,8 @@ def summary(submissions: list[Submission]) -> str:
         if s.problem:
             lines.append(s.student.ljust(width) + say("invalid submission: ", "无效的提交：") + s.problem)
         else:
-            cells = "".join(s.results.get(task, ("-", ""))[0].ljust(15) for task in tasks)
+            cells = "".join((shown(s.results[task][0]) if task in s.results else "-").ljust(15)
+                            for task in tasks)
             lines.append(s.student.ljust(width) + s.score().ljust(8) + cells + s.review)
     notes = [f"  {s.student} {task}: {detail}" for s in submissions
              for task, (_, detail) in s.results.items() if detail]

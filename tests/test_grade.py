@@ -289,3 +289,23 @@ def test_answers_that_reach_for_the_checker_are_flagged(attack):
     next(c for c in student.cells if c.metadata.get("pstutor", {}).get("tasks") == ["01.1"]).source = attack
     notebook, _ = merge(build.render(SOURCE, "en", "exercise"), student)
     assert review(notebook).startswith("needs review: touches "), attack
+
+
+def test_a_chinese_table_is_chinese_throughout_and_read_back(tmp_path):
+    from pstutor.grade import Submission, _earlier_results, write_table
+    from pstutor.language import set_language
+
+    table = tmp_path / "grades.csv"
+    done = Submission("=cmd|' /C calc'!A0", tmp_path / "x.ipynb", "01_cluster", "zh",
+                      {"01.1": ("passed", ""), "01.2": ("failed", "✗ 提示")}, seconds=3, digest="abc")
+    set_language("zh")
+    try:
+        write_table([done], table, ["01.1", "01.2"])
+        again = _earlier_results(table)
+    finally:
+        set_language("en")
+    text = table.read_text(encoding="utf-8")
+    assert "通过" in text and "未通过" in text and "passed" not in text
+    assert text.splitlines()[1].startswith("'=cmd")  # a formula in a file name stays text
+    read_back = again["=cmd|' /C calc'!A0"]
+    assert read_back.results == done.results and read_back.score() == "1/2"
