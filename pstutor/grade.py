@@ -124,6 +124,9 @@ def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: flo
     course = find_course(course) if course is not None else find_course()
     if not folder.is_dir():
         raise GradingError(say(f"{folder} is not a folder", f"{folder} 不是文件夹"))
+    paths = sorted(folder.glob("*.ipynb"))
+    if not paths:
+        raise GradingError(say(f"no .ipynb files in {folder}", f"{folder} 中没有 .ipynb 文件"))
     program = None
     if sandbox:
         from pstutor.sandbox import bwrap
@@ -136,9 +139,6 @@ def grade(folder: Path, table: Path, *, course: Path | None = None, timeout: flo
                 "--no-sandbox if you trust every submission",
                 "无法为提交建立沙箱：请安装 bubblewrap（apt-get install bubblewrap），"
                 "并确保系统允许用户命名空间；或者在信任所有提交时加上 --no-sandbox"))
-    paths = sorted(folder.glob("*.ipynb"))
-    if not paths:
-        raise GradingError(say(f"no .ipynb files in {folder}", f"{folder} 中没有 .ipynb 文件"))
     submissions = [identify(Submission(_student(path), path), course) for path in paths]
     done = _earlier_results(table)
     todo = []

@@ -309,3 +309,14 @@ def test_a_chinese_table_is_chinese_throughout_and_read_back(tmp_path):
     assert text.splitlines()[1].startswith("'=cmd")  # a formula in a file name stays text
     read_back = again["=cmd|' /C calc'!A0"]
     assert read_back.results == done.results and read_back.score() == "1/2"
+
+
+def test_without_bubblewrap_the_grader_refuses_and_says_what_to_install(tmp_path):
+    (tmp_path / "a.ipynb").write_bytes(build.notebook_path(SOURCE, "en", "exercise").read_bytes())
+    env = {**clean_env(), "PATH": str(Path(sys.executable).parent)}  # no bwrap on this PATH
+    result = subprocess.run([sys.executable, "-m", "pstutor", "grade", str(tmp_path), "--out",
+                             str(tmp_path / "g.csv")], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "install bubblewrap" in result.stderr and "--no-sandbox" in result.stderr
+    assert not (tmp_path / "g.csv").exists()
