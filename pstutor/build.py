@@ -12,6 +12,8 @@ sequence of cells, each opened by a marker line:
     <!-- cell: wrong task=1 expect=HINT -->  exercises only: a realistic wrong answer to
                                task 1 that its check must catch with hint HINT (used by the
                                tests, never shown in a notebook)
+    <!-- cell: right task=1 -->  exercises only: another correct answer to task 1, written
+                               differently from the solution; its check must pass (tests only)
 
 In an exercise, a code cell holds one answer region per task:
 
@@ -42,8 +44,8 @@ from pstutor.course import find_course, publication
 from pstutor.language import LANGUAGES
 
 VARIANTS = {"lesson": "notebooks", "solution": "solutions", "exercise": "exercises"}  # -> folder
-_MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong)((?: [a-z]+=[^ ]+)*) -->$")
-_OPTIONS = {"code": {"tags"}, "wrong": {"task", "expect"}}
+_MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong|right)((?: [a-z]+=[^ ]+)*) -->$")
+_OPTIONS = {"code": {"tags"}, "wrong": {"task", "expect"}, "right": {"task"}}
 _FENCE = re.compile(r"^```python\n(.*?)\n```$", re.S)
 _BEGIN = re.compile(r"^( *)### BEGIN ANSWER (\d+)$")
 _STUB, _END = "### STUB", "### END ANSWER"
@@ -77,10 +79,10 @@ class LessonError(ValueError):
 class Cell:
     """One cell of a source."""
 
-    kind: str  # "en", "zh", "code", "setup" or "wrong"
+    kind: str  # "en", "zh", "code", "setup", "wrong" or "right"
     source: str
     tags: tuple[str, ...] = ()
-    task: str = ""  # wrong answers: the task they answer
+    task: str = ""  # wrong and right answers: the task they answer
     expect: str = ""  # wrong answers: the hint their check must give
 
 
@@ -132,7 +134,7 @@ def read_lesson(path: Path) -> list[Cell]:
                 raise LessonError(f"{path.name}: text before the first cell marker")
             return
         text = "\n".join(lines).strip("\n")
-        if kind in ("code", "wrong"):
+        if kind in ("code", "wrong", "right"):
             match = _FENCE.match(text)
             if not match:
                 raise LessonError(f"{path.name}: a code cell must be one ```python fence")
@@ -176,8 +178,9 @@ def _check_tasks(path: Path, cells: list[Cell]) -> None:
     """Exercises: every task has one answer region and a wrong answer; lessons have neither."""
     tasks = [r.task for c in cells if c.kind == "code" for r in answer_regions(c.source, path.name)]
     wrong = [c.task for c in cells if c.kind == "wrong"]
+    right = [c.task for c in cells if c.kind == "right"]
     if not is_exercise(path):
-        if tasks or wrong:
+        if tasks or wrong or right:
             raise LessonError(f"{path.name}: answer regions and wrong answers belong in exercises")
         return
     if not tasks:
@@ -187,6 +190,8 @@ def _check_tasks(path: Path, cells: list[Cell]) -> None:
     for cell in cells:
         if cell.kind == "wrong" and (cell.task not in tasks or not cell.expect):
             raise LessonError(f"{path.name}: wrong answer for unknown task {cell.task!r} or no expect=")
+        if cell.kind == "right" and cell.task not in tasks:
+            raise LessonError(f"{path.name}: correct alternative for unknown task {cell.task!r}")
     missing = sorted(set(tasks) - set(wrong))
     if missing:
         raise LessonError(f"{path.name}: task(s) {missing} have no wrong answer to prove the check")
@@ -268,7 +273,7 @@ def render(source: Path, lang: str, variant: str | None = None,
     badge = {"en": "Open in Colab", "zh": "在 Colab 中打开"}[lang]
     cells = []
     for cell in read_lesson(source):
-        if (cell.kind in LANGUAGES and cell.kind != lang) or cell.kind == "wrong":
+        if (cell.kind in LANGUAGES and cell.kind != lang) or cell.kind in ("wrong", "right"):
             continue
         if cell.kind == "code":
             cells.append(nbformat.v4.new_code_cell(fill_answers(cell.source, lang, variant, answers)))
@@ -295,6 +300,7 @@ def render(source: Path, lang: str, variant: str | None = None,
         "colab": {"name": f"{source.stem}.ipynb", "toc_visible": True},
         "kernelspec": _KERNELSPEC,
         "language_info": {"name": "python"},
+        "pstutor": {"source": source.stem, "lang": lang, "variant": variant},  # read by the grader
     }
     return notebook
 
@@ -369,7 +375,7 @@ def execute(notebook: nbformat.NotebookNode, folder: Path, timeout: int = 600) -
 
 def render_metadata(notebook: nbformat.NotebookNode) -> dict:
     """Keep only the metadata the build writes (execution adds version details)."""
-    keep = ("colab", "kernelspec")
+    keep = ("colab", "kernelspec", "pstutor")
     meta = {key: notebook.metadata[key] for key in keep if key in notebook.metadata}
     meta["language_info"] = {"name": "python"}
     return meta

@@ -130,8 +130,15 @@ def _compare(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from pstutor.grade import grade, summary
 
-    submissions = grade(args.submissions, args.out, timeout=args.timeout, sandbox=not args.no_sandbox,
-                        log=lambda line: print(line, flush=True))
+    try:
+        submissions = grade(args.submissions, args.out, course=args.course, timeout=args.timeout,
+                            sandbox=not args.no_sandbox, jobs=args.jobs, memory=int(args.memory * 2**30),
+                            log=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(say(f"interrupted; the students graded so far are in {args.out}: run the same command "
+                  "again to continue", f"已中断；已评分的学生都在 {args.out} 中：再次运行同一命令即可继续"),
+              file=sys.stderr)
+        return 130
     print()
     print(summary(submissions))
     print(say(f"table written to {args.out}", f"结果表已写入 {args.out}"))
@@ -212,7 +219,16 @@ def parser() -> argparse.ArgumentParser:
     marks.add_argument("--timeout", type=_positive, default=300,
                        help="seconds per submission (default: 300)")
     marks.add_argument("--no-sandbox", action="store_true",
-                       help="run without the file-write fence (only where Landlock is missing)")
+                       help="run without the bubblewrap sandbox (only if you trust every submission)")
+    marks.add_argument("--course", type=Path, default=None,
+                       help="the course folder whose exercises/ to grade against "
+                            "(default: found above the working directory)")
+    marks.add_argument("--jobs", type=_positive, default=None,
+                       help="students graded at once (default: what this machine's cores and memory hold)")
+    marks.add_argument("--memory", type=float, default=6,
+                       help="GiB one submission may use, its kernel and children together (default: 6)")
+    marks.add_argument("--lang", choices=LANGUAGES, default=argparse.SUPPRESS,
+                       help="language of the table and messages (en or zh)")
     marks.set_defaults(run=_grade)
     return main
 

@@ -52,6 +52,7 @@ class LocalCluster:
         self.start_timeout = start_timeout
         self.verbose = verbose
         self._children: dict[tuple[str, int], Child] = {}
+        self.killed_at: dict[tuple[str, int], float] = {}  # time.time() of each task's last kill
 
     @property
     def tasks(self) -> list[tuple[str, int]]:
@@ -96,8 +97,9 @@ class LocalCluster:
         """Kill one task's process (SIGKILL by default: a machine that vanishes)."""
         self._check_task(task_type, task_index)
         child = self._children.get((task_type, task_index))
-        if child is not None:
+        if child is not None and child.running:
             child.send_signal(sig)
+            self.killed_at[(task_type, task_index)] = time.time()
 
     def restart(self, task_type: str, task_index: int) -> None:
         """Start a task again on its old address (killing it first if it still runs)."""

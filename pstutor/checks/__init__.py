@@ -7,8 +7,10 @@ with `@task("NN.k")` and state their requirements with `expect(...)`, in order: 
 unmet requirement stops the check, because later ones usually build on it. A task whose
 answers are still `None` (the student copy's stub) is "not done", never a crash.
 
-The result is shown as text and also carries a small JSON record (`MIME`), which is how
-`pstutor grade` reads the verdict of every task without parsing prose.
+The result is shown as text and also carries a small JSON record (`MIME`, with the failure
+in both languages), which is how `pstutor grade` reads the verdict of every task without
+parsing prose. In IPython, a check cell whose answer names are undefined (its ✏️ cell
+stopped early) shows a failed check saying so, instead of a bare `NameError`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import importlib
+import re
 from collections.abc import Callable
 
 from pstutor.language import say
@@ -46,6 +49,7 @@ class Result:
     failed: str = ""
     hint: str = ""
     hint_id: str = ""
+    details: tuple[Text, Text] | None = None  # (what failed, hint) in both languages, for the grader
 
     def text(self) -> str:
         """The verdict as a few lines of text."""
@@ -63,8 +67,12 @@ class Result:
 
     def record(self) -> dict[str, str]:
         """The machine-readable verdict that `pstutor grade` collects."""
-        detail = f"{self.failed} — {self.hint}" if self.status == FAILED else ""
-        return {"task": self.task, "status": self.status, "hint": self.hint_id, "detail": detail}
+        detail = f"✗ {self.failed} — {self.hint}" if self.status == FAILED else ""
+        record = {"task": self.task, "status": self.status, "hint": self.hint_id, "detail": detail}
+        if self.status == FAILED and self.details:
+            (what_en, what_zh), (hint_en, hint_zh) = self.details
+            record["details"] = {"en": f"✗ {what_en} — {hint_en}", "zh": f"✗ {what_zh} — {hint_zh}"}
+        return record
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         return {"text/plain": self.text(), MIME: self.record()}
@@ -98,15 +106,50 @@ def check(task_id: str, **answers: object) -> Result:
     try:
         function(**answers)
     except Unmet as unmet:
-        return Result(task_id, FAILED, _say_all(passed), say(*unmet.what), say(*unmet.hint), unmet.hint_id)
+        return _failed(task_id, passed, unmet.what, unmet.hint, unmet.hint_id)
     except Exception as err:  # the student's code failed while the check used it
         name = type(err).__name__
         what = (f"your code raised {name}: {err}", f"你的代码抛出了 {name}：{err}")
         hint = ("read the error and fix the cell marked ✏️", "读一读错误信息，修改标有 ✏️ 的单元格")
-        return Result(task_id, FAILED, _say_all(passed), say(*what), say(*hint), "raised")
+        return _failed(task_id, passed, what, hint, "raised")
     finally:
         _passed.reset(token)
     return Result(task_id, PASSED, _say_all(passed))
+
+
+def _failed(task_id: str, passed: list[Text], what: Text, hint: Text, hint_id: str) -> Result:
+    return Result(task_id, FAILED, _say_all(passed), say(*what), say(*hint), hint_id, (what, hint))
+
+
+_CHECK_CELL = re.compile(r'pstutor\.check\(\s*"(\d\d\.\d+)"')
+
+
+def _answer_missing(shell, etype, value, tb, tb_offset=None):
+    """A check cell whose answer names are undefined (the ✏️ cell stopped early): a ✗, not a NameError."""
+    found = _CHECK_CELL.findall(shell.user_ns.get("In", [""])[-1] if shell.user_ns.get("In") else "")
+    if len(found) != 1 or not isinstance(value, NameError):
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        return None
+    name = getattr(value, "name", None) or str(value)
+    what = (f"`{name}` is not defined: the cell marked ✏️ above stopped before it set it (or was not run)",
+            f"`{name}` 没有定义：上方标有 ✏️ 的单元格在给它赋值之前就停下了（或者还没有运行）")
+    hint = ("run the cell marked ✏️ again and fix the first error it shows",
+            "重新运行标有 ✏️ 的单元格，并修改它显示的第一个错误")
+    from IPython.display import display
+
+    display(_failed(found[0], [], what, hint, "answer-missing"))
+    return None
+
+
+def _watch_check_cells() -> None:
+    """In IPython, a NameError in a check cell becomes a failed check that says what is missing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((NameError,), _answer_missing)
 
 
 def _find(task_id: str) -> Callable[..., None]:
@@ -124,3 +167,6 @@ def _find(task_id: str) -> Callable[..., None]:
 
 def _say_all(items: list[Text]) -> tuple[str, ...]:
     return tuple(say(*item) for item in items)
+
+
+_watch_check_cells()

@@ -60,8 +60,9 @@ def tf_config_of_worker_1(tf_config_json) -> None:
     cluster = json.loads(tf_config_json)["cluster"]
     expect("chief" in cluster,
            ("the cluster lists the chief", "集群描述中列出了 chief"), "chief-missing",
-           ("every task sees the whole cluster, the coordinator (chief) included",
-            "每个任务看到的都是完整的集群，其中也包括协调器（chief）"))
+           (f"the cluster lists only {sorted(cluster)}: every task sees the whole cluster, the "
+            "coordinator (chief) included",
+            f"集群描述中只有 {sorted(cluster)}：每个任务看到的都是完整的集群，其中也包括协调器（chief）"))
     expected = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"],
                 "ps": ["10.0.0.4:2222"]}
     expect(cluster == expected,

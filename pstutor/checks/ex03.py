@@ -9,6 +9,7 @@ import numpy as np
 from pstutor.checks import expect, task
 
 EPOCHS, STEPS_PER_EPOCH, FAILED_AFTER = 4, 8, 2
+BATCH_SIZE, LEARNING_RATE = 32, 0.1
 
 
 @task("03.1")
@@ -21,11 +22,24 @@ def fit_on_the_cluster(dataset, model, history) -> None:
            ("each worker reads its own copy at its own pace: a copy that ends can run dry mid-epoch",
             "每个工作进程按自己的节奏读取自己的副本：会结束的副本可能在周期中途耗尽"))
     first, second = (next(iter(dataset))[0].numpy() for _ in range(2))
+    expect(len(first) == BATCH_SIZE,
+           ("it yields batches of 32", "它产出的批次大小为 32"), "batch-size",
+           (f"its first batch holds {len(first)} examples: batch the examples by the size the task gives",
+            f"它的第一个批次有 {len(first)} 个样本：请按任务给出的大小分批"))
     expect(not np.array_equal(first, second),
            ("every pass over it starts in a new order", "每次遍历都以新的顺序开始"), "shuffle",
            ("two fresh iterators gave the same first batch: without shuffle (or with a fixed seed) "
             "every worker reads the same batches",
             "两个新迭代器给出了相同的第一个批次：不打乱（或固定了 seed）时，每个工作进程读到的批次都一样"))
+    shapes = [tuple(v.shape) for v in model.trainable_variables]
+    dense = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Dense)]
+    expect(shapes == [(8, 16), (16,), (16, 1), (1,)]
+           and bool(dense) and getattr(getattr(dense[0], "activation", None), "__name__", "") == "relu",
+           ("the model is Input(8) → Dense(16, relu) → Dense(1)",
+            "模型是 Input(8) → Dense(16, relu) → Dense(1)"),
+           "architecture",
+           (f"its weights have the shapes {shapes}: build the layers the task lists, relu in the first",
+            f"它的权重形状是 {shapes}：请按任务列出的层来构建，第一层用 relu"))
     devices = {getattr(v, "device", "") for v in model.variables}
     expect(devices and all("/job:ps/" in d for d in devices),
            ("the model's variables live on the parameter servers", "模型的变量存放在参数服务器上"), "scope",
@@ -38,6 +52,20 @@ def fit_on_the_cluster(dataset, model, history) -> None:
             "tf.keras.optimizers.legacy",
             f"{type(model.optimizer).__name__} 来自 {type(model.optimizer).__module__}；请改用 "
             "tf.keras.optimizers.legacy 中的优化器"))
+    rate = float(tf.keras.backend.get_value(model.optimizer.learning_rate))
+    expect(isinstance(model.optimizer, tf.keras.optimizers.legacy.SGD) and np.isclose(rate, LEARNING_RATE),
+           ("it is SGD with learning rate 0.1", "它是学习率为 0.1 的 SGD"), "optimizer",
+           (f"found {type(model.optimizer).__name__} with learning rate {rate:g}: the task asks for SGD "
+            "at 0.1",
+            f"找到的是学习率为 {rate:g} 的 {type(model.optimizer).__name__}：任务要求学习率为 0.1 的 SGD"))
+    loss = model.loss
+    logits = isinstance(loss, tf.keras.losses.BinaryCrossentropy) and loss.get_config().get("from_logits")
+    expect(logits,
+           ("the loss is binary cross-entropy on logits", "损失是基于 logits 的二元交叉熵"), "loss",
+           (f"the loss is {loss!r}: the last Dense layer has no activation, so its outputs are logits; "
+            "use BinaryCrossentropy(from_logits=True)",
+            f"损失是 {loss!r}：最后一个 Dense 层没有激活函数，它的输出是 logits；"
+            "请使用 BinaryCrossentropy(from_logits=True)"))
     per_call = int(model._steps_per_execution.numpy())
     expect(per_call == 4,
            ("each call to a worker runs 4 steps", "每次发给工作进程的调用执行 4 步"), "steps-per-execution",

@@ -81,7 +81,7 @@ def sharded_by_worker(sharded_dataset, coordinator) -> None:
     """What each worker reads: disjoint shards that together cover every id."""
     _expect_per_worker(sharded_dataset, "sharded_dataset")
     iterator = iter(sharded_dataset)
-    reader = _read()
+    reader = _read(4 * READ_BATCHES)  # several passes: a shuffle after repeat() mixes them
     # Worker.create_resource runs the reader on that very worker, with its slice of the iterator
     # (schedule would pick whichever worker is free).
     results = [worker.create_resource(reader, args=(iterator,)) for worker in coordinator._cluster.workers]
@@ -108,8 +108,9 @@ def sharded_by_worker(sharded_dataset, coordinator) -> None:
     missing = sorted(every - set().union(*seen))
     expect(not missing,
            ("together the workers read every id", "各工作进程合起来读到了全部编号"), "coverage",
-           (f"no worker read ids {missing[:6]}...: make as many shards as there are workers",
-            f"没有工作进程读到编号 {missing[:6]}...：分片的数量要等于工作进程的数量"))
+           (f"no worker read ids {missing[:6]}...: the shards must make up the whole data together, one "
+            "shard per worker",
+            f"没有工作进程读到编号 {missing[:6]}...：各分片合起来必须是全部数据，每个工作进程一个分片"))
 
 
 def _expect_per_worker(dataset, name: str) -> None:
@@ -125,18 +126,19 @@ def _expect_per_worker(dataset, name: str) -> None:
             "在每个工作进程上分别构建"))
 
 
-def _read():
-    """A reader run on a worker: id counts, batches and batch size of up to 2 * READ_BATCHES batches."""
+def _read(counted: int = READ_BATCHES):
+    """A reader run on a worker: id counts of the first `counted` batches, how many batches it got
+    (of up to 2 * READ_BATCHES, or `counted`) and the batch size."""
     import tensorflow as tf
 
     @tf.function
     def read(iterator):
         counts, count, rows = tf.zeros([NUM_IDS], tf.int32), tf.constant(0), tf.constant(0)
-        for index in tf.range(2 * READ_BATCHES):
+        for index in tf.range(max(2 * READ_BATCHES, counted)):
             optional = iterator.get_next_as_optional()
             if optional.has_value():
                 ids = tf.cast(optional.get_value(), tf.int32)
-                if index < READ_BATCHES:
+                if index < counted:
                     counts += tf.math.bincount(ids, minlength=NUM_IDS, maxlength=NUM_IDS)
                 count += 1
                 rows = tf.shape(ids)[0]

@@ -18,6 +18,12 @@ def scheduled_evaluation(accuracy) -> None:
     expect(isinstance(accuracy, tf.keras.metrics.BinaryAccuracy),
            ("`accuracy` is a BinaryAccuracy metric", "`accuracy` 是一个 BinaryAccuracy 指标"), "metric",
            ("create the metric the task names", "创建任务中指定的那个指标"))
+    threshold = float(accuracy.get_config().get("threshold", 0.5))
+    expect(threshold == 0.0,
+           ("its threshold is 0: the model outputs logits", "它的阈值是 0：模型输出的是 logits"), "threshold",
+           (f"its threshold is {threshold:g}: the model's last layer has no sigmoid, so a logit above 0 "
+            "means class 1",
+            f"它的阈值是 {threshold:g}：模型最后一层没有 sigmoid，logit 大于 0 就表示类别 1"))
     devices = {variable.device for variable in accuracy.variables}
     expect(devices and all("/job:ps/" in device for device in devices),
            ("its variables live on the parameter server", "它的变量存放在参数服务器上"), "metric-on-ps",
@@ -56,10 +62,17 @@ def exact_evaluate(exact_model) -> None:
             "不指定 pss_evaluation_shards 时，evaluate() 调度的是普通步骤，"
             "每个工作进程读的都是自己那份数据副本；"
             "把它传给 compile()"))
-    visits = [metric for metric in exact_model.metrics if hasattr(metric, "counts")]
-    expect(visits,
+    compiled = getattr(getattr(exact_model, "compiled_metrics", None), "_user_metrics", None) or []
+    expect(any(hasattr(metric, "counts") for metric in tf.nest.flatten(compiled)),
            ("it counts visits with the IdVisits metric", "它用 IdVisits 指标统计访问次数"), "id-visits",
            ("compile with metrics=[IdVisits()]", "编译时传入 metrics=[IdVisits()]"))
+    visits = [metric for metric in exact_model.metrics if hasattr(metric, "counts")]
+    expect(visits,
+           ("its compiled metrics are built", "它的编译指标已经构建好了"), "not-built",
+           ("Keras builds the compiled metrics in the first training step, and exact evaluation needs them "
+            "built: run one fit step before evaluate()",
+            "Keras 在第一个训练步骤中构建编译指标，而恰好一次评估要求它们已经构建好："
+            "在 evaluate() 之前先用 fit 训练一步"))
     counts = visits[0].counts.numpy()
     expect(counts.sum() == NUM_EVAL,
            ("evaluate() counted 100 visits", "evaluate() 一共计入了 100 次访问"), "evaluated",
@@ -104,7 +117,8 @@ def exactly_once_by_hand(shard_results, visit_counts) -> None:
            ("add up what fetch() returns for every RemoteValue", "把每个 RemoteValue 的 fetch() 结果加起来"))
     expect(np.all(total == 1),
            ("every id was evaluated exactly once", "每个编号都恰好被评估了一次"), "shard",
-           (f"ids were seen between {int(total.min())} and {int(total.max())} times: each closure must read "
-            "only its own shard of the dataset (dataset.shard)",
-            f"各编号被看到的次数在 {int(total.min())} 到 {int(total.max())} 之间：每个闭包只能读取数据集中"
-            "属于自己的那个分片（dataset.shard）"))
+           (f"ids were seen between {int(total.min())} and {int(total.max())} times: the shards must split "
+            "one fixed order of the data, each closure reading only its own; a shuffle before the split "
+            "(or no split at all) makes shards overlap and miss ids",
+            f"各编号被看到的次数在 {int(total.min())} 到 {int(total.max())} 之间："
+            "分片必须切分同一个固定顺序的数据，每个闭包只读自己的那一片；在切分之前打乱（或者根本不切分），分片就会重叠并漏掉编号"))

@@ -16,7 +16,7 @@ def _pid(cluster, task_type: str, task_index: int) -> int | None:
 
 @task("07.1")
 def survived_a_killed_worker(cluster, pids_before, remote_values, losses, optimizer, steps_before,
-                             scheduled) -> None:
+                             scheduled, recorder) -> None:
     """Worker 1 killed mid-training, every step completed and fetched, the worker restarted."""
     import tensorflow as tf
 
@@ -31,6 +31,21 @@ def survived_a_killed_worker(cluster, pids_before, remote_values, losses, optimi
            ("worker 1 is still the process it was before the task: kill it with cluster.kill while the "
             "steps run",
             "1 号工作进程还是任务开始前的那个进程：在步骤执行期间用 cluster.kill 杀掉它"))
+    after = _started_after(recorder, 0, cluster.killed_at.get(("worker", 1), 0.0))
+    expect(after < scheduled,
+           ("worker 1 was killed after training had begun", "1 号工作进程是在训练开始之后被杀掉的"),
+           "killed-early",
+           (f"worker 0 ran {after} steps after the kill, all of them: the kill came before the scheduled "
+            "steps started; schedule first, then kill once about a third are applied",
+            f"杀掉之后，0 号工作进程执行了 {after} 个步骤，也就是全部：杀掉发生在调度的步骤开始之前；"
+            "先调度，等大约三分之一已经应用之后再杀"))
+    expect(after >= 1,
+           ("worker 1 was killed while steps were still running", "1 号工作进程是在步骤仍在执行时被杀掉的"),
+           "killed-late",
+           ("no step ran after the kill: the training had already finished, so nothing had to be retried; "
+            "kill the worker while the steps run (watch optimizer.iterations), before join()",
+            "杀掉之后没有任何步骤再执行：训练已经结束，没有什么需要重试；"
+            "要在步骤执行期间（观察 optimizer.iterations）、在 join() 之前杀掉工作进程"))
     remote_value = tf.distribute.experimental.coordinator.RemoteValue
     expect(isinstance(remote_values, list) and len(remote_values) == scheduled
            and all(isinstance(value, remote_value) for value in remote_values),
@@ -58,6 +73,14 @@ def survived_a_killed_worker(cluster, pids_before, remote_values, losses, optimi
            ("a lost worker does not come back by itself: start it again on its address, as a cluster "
             "manager would",
             "丢失的工作进程不会自己回来：像集群管理器那样，在原来的地址上重新启动它"))
+
+
+def _started_after(recorder, worker: int, moment: float) -> int:
+    """How many steps `worker` started after `moment` (time.time()), from its own timeline table."""
+    tables = recorder._table._per_worker_vars._values  # worker 1's table went with its process
+    rows = int(recorder._rows._per_worker_vars._values[worker].get().numpy())
+    table = tables[worker].get().numpy()[: min(rows, recorder.capacity)]
+    return int(np.sum(table[:, 0] > moment))
 
 
 @task("07.2")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 
 from pstutor.checks import expect, task
@@ -84,7 +85,7 @@ def global_batch_and_rate(strategy, global_batch_size, learning_rate, dataset, m
             f"它的优化器用的是 {rate:g}：把 `learning_rate` 传给 build_model"))
     steps = int(model.optimizer.iterations.numpy())
     expect(steps == math.ceil(NUM_EXAMPLES / global_batch_size),
-           ("it trained one epoch: one step per global batch", "它训练了一个 epoch：每个全局批次一步"), "fit",
+           ("it trained one epoch: one step per global batch", "它训练了一个周期：每个全局批次一步"), "fit",
            (f"the optimizer made {steps} step(s): train once with fit(dataset, epochs=1)",
             f"优化器走了 {steps} 步：用 fit(dataset, epochs=1) 训练一次"))
 
@@ -117,11 +118,18 @@ def chief_saves(is_chief, save_path) -> None:
     expect(not any(is_chief(_resolver(without_chief, "worker", i)) for i in (1, 2)),
            ("the other workers are not", "其他工作进程都不是 chief"), "one-chief",
            ("exactly one task is the chief", "chief 有且只有一个"))
-    out = Path("/tmp/run")
+    with tempfile.TemporaryDirectory(prefix="pstutor-09-") as out_dir:  # gone after the check
+        _check_save_paths(save_path, Path(out_dir))
+
+
+def _check_save_paths(save_path, out: Path) -> None:
+    """The chief's path is out/model; every other worker's is its own folder inside out."""
+    without_chief = {"worker": ["10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222"]}
     paths = [save_path(_resolver(without_chief, "worker", i), str(out)) for i in range(3)]
     expect(paths[0] is not None and Path(paths[0]) == out / "model",
            ("the chief saves to out_dir/model", "chief 保存到 out_dir/model"), "chief-path",
-           ("the chief's folder is Path(out_dir) / 'model'", "chief 的文件夹是 Path(out_dir) / 'model'"))
+           (f"the chief's folder is {_shown(paths[0], out)}; it must be Path(out_dir) / 'model'",
+            f"chief 的文件夹是 {_shown(paths[0], out)}；应当是 Path(out_dir) / 'model'"))
     expect(all(path is not None for path in paths[1:]),
            ("every other worker saves too", "其他每个工作进程也都保存"), "everyone-saves",
            ("saving may need every worker for a collective step: a worker that skips it can leave the "
@@ -129,14 +137,26 @@ def chief_saves(is_chief, save_path) -> None:
             "保存时可能需要所有工作进程一起完成一次集合通信：跳过保存的工作进程可能让 chief 永远等下去；"
             "给其他工作进程也安排一个可以写入的文件夹"))
     folders = [Path(path) for path in paths]
+    model = out / "model"
     separate = len(set(folders)) == 3 and all(
-        folder.parent == out and not folder.is_relative_to(out / "model") for folder in folders[1:])
+        folder.is_relative_to(out) and folder != out and not folder.is_relative_to(model)
+        and not model.is_relative_to(folder) for folder in folders[1:])
+    shown = ", ".join(_shown(folder, out) for folder in folders[1:])
     expect(separate,
            ("each worker writes to a folder of its own in out_dir",
             "每个工作进程都写到 out_dir 里自己的文件夹"), "separate-paths",
-           ("workers that share a folder overwrite each other and the chief's model; make each folder "
-            "unique with the task's type and id",
-            "共用文件夹的工作进程会互相覆盖，也会覆盖 chief 的模型；用任务的类型和编号让每个文件夹各不相同"))
+           (f"the other workers write to {shown}: workers that share a folder, or write into the chief's, "
+            "overwrite each other; make each folder unique inside out_dir, e.g. with the task's type and id",
+            f"其他工作进程写到 {shown}：共用一个文件夹、或者写进 chief 文件夹的工作进程会互相覆盖；"
+            "让每个文件夹在 out_dir 里各不相同，例如用任务的类型和编号"))
+
+
+def _shown(path, out: Path) -> str:
+    """A path as the student wrote it relative to out_dir (the check's temporary folder is no news)."""
+    if path is None:
+        return "None"
+    path = Path(path)
+    return f"out_dir/{path.relative_to(out)}" if path.is_relative_to(out) else str(path)
 
 
 @task("09.3")
