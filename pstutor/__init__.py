@@ -28,6 +28,7 @@ from pstutor.pictures import (
     read_scalars,
     shard_rows,
 )
+from pstutor.tables import progress, show_table
 from pstutor.tf_config import (
     TFConfig,
     TFConfigError,
@@ -67,11 +68,13 @@ __all__ = [
     "parse_tf_config",
     "plot_curves",
     "plot_train_eval",
+    "progress",
     "read_scalars",
     "say",
     "set_language",
     "setup",
     "shard_rows",
+    "show_table",
     "toy_classification",
     "toy_words",
     "validate_cluster",

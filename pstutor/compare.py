@@ -19,13 +19,13 @@ import inspect
 import json
 import textwrap
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pstutor import compare_worker
 from pstutor.language import say
 from pstutor.processes import Child, stop
+from pstutor.tables import VALUE_WORDS, text_width
 from pstutor.tf_config import cluster_dict, make_tf_config
 
 STRATEGIES = ("none", "mirrored", "ps", "mwms")
@@ -77,7 +77,7 @@ def compare(
     results = []
     for number, name in enumerate(names, start=1):
         prefix = f"[{number}/{len(names)}] {name:8}"
-        report(say(f"{prefix} starting ({NAMES[name]}) ...", f"{prefix} 正在启动（{NAMES[name]}）……"))
+        report(say(f"{prefix} starting ({NAMES[name]}) ...", f"{prefix} 正在启动（{_zh_name(name)}）……"))
         args = ["bench", name, "--examples", str(examples), "--batch-size", str(batch_size),
                 "--learning-rate", str(learning_rate), "--steps-per-execution", str(steps_per_execution)]
         result = _bench(name, args, timeout)
@@ -123,24 +123,24 @@ def format_table(results: Sequence[dict]) -> str:
     headers = (say("strategy", "策略"), say("training", "训练方式"), say("replicas", "副本数"),
                say("global batch", "全局批次"), say("examples/s", "样本/秒"), say("steps/s", "步/秒"),
                say("loss", "损失"), say("start-up s", "启动秒数"), say("changed lines", "改动行数"))
-    training = {"sync": say("sync", "同步"), "async": say("async", "异步")}
+    training = {key: say(*words) for key, words in VALUE_WORDS.items()}
     rows = [(r["strategy"], training.get(r["training"], r["training"]), str(r["replicas"]),
              str(r["global_batch"]),
              f"{r['examples_per_s']:,.0f}", f"{r['steps_per_s']:,.0f}", f"{r['loss']:.4f}",
              f"{r['startup_s']:.1f}", str(r["changed_lines"])) for r in results]
-    widths = [max(_width(h), *(_width(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    widths = [max(text_width(h), *(text_width(row[i]) for row in rows)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        padded = [c + " " * (w - _width(c)) if i < 2 else " " * (w - _width(c)) + c
+        padded = [c + " " * (w - text_width(c)) if i < 2 else " " * (w - text_width(c)) + c
                   for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
         return "  ".join(padded)
 
     return "\n".join([line(headers), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
-def _width(text: str) -> int:
-    """Columns `text` takes in a monospaced font: CJK characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+def _zh_name(name: str) -> str:
+    """The strategy's name for Chinese progress lines: class names stay, "no strategy" is said."""
+    return "不使用策略" if name == "none" else NAMES[name]
 
 
 def run_workers(program: str | Path, num_workers: int = 2, *, args: Sequence[str] = (),

@@ -127,6 +127,7 @@ def test_cli_speaks_chinese():
     result = run_pstutor("--lang", "zh", "compare", "--strategies", "none", "--examples", "256")
     assert result.returncode == 0, result.stderr
     assert "正在比较" in result.stdout and "每秒" in result.stdout
+    assert "正在启动（不使用策略）" in result.stdout
 
 
 @pytest.mark.parametrize("args, message", [

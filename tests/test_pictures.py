@@ -21,6 +21,7 @@ import pstutor
 from pstutor import compare, pictures
 from pstutor.build import read_lesson
 from pstutor.language import set_language
+from pstutor.tables import text_width
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -273,7 +274,7 @@ def test_format_table_speaks_the_course_language_and_aligns_chinese(zh):
              "changed_lines": 4}]
     header, rule, row = compare.format_table(rows).splitlines()
     assert header.split()[:3] == ["策略", "训练方式", "副本数"] and row.split()[1] == "异步"
-    assert compare._width(header) == len(rule)  # wide characters counted twice: columns line up
+    assert text_width(header) == len(rule)  # wide characters counted twice: columns line up
 
 
 def test_setup_in_chinese_registers_the_course_font_in_a_fresh_process():

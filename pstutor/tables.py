@@ -1,0 +1,113 @@
+"""Printed tables and progress lines in the course's language, so lesson code stays the same in both.
+
+A lesson cell names its columns and values with plain keys (`loss`, `global_batch`); these
+helpers print them as words of the current language. Keys that are not course words (API
+names such as `steps_per_execution`) are printed as they are.
+"""
+
+from __future__ import annotations
+
+import numbers
+import unicodedata
+from collections.abc import Mapping, Sequence
+
+from pstutor.language import say
+
+# key: (English, 中文), the glossary's terms
+WORDS = {
+    "accuracy": ("accuracy", "准确率"),
+    "best_ms_per_step": ("ms per step (best round)", "每步毫秒数（最好的一轮）"),
+    "bytes": ("bytes", "字节数"),
+    "device": ("device", "设备"),
+    "epoch": ("epoch", "周期"),
+    "examples_per_s": ("examples/s", "样本/秒"),
+    "final_loss": ("final loss", "最终损失"),
+    "global_batch": ("global batch", "全局批次大小"),
+    "held_out_accuracy": ("held-out accuracy", "留出集准确率"),
+    "learning_rate": ("learning rate", "学习率"),
+    "loss": ("loss", "损失"),
+    "ms_per_step": ("ms per step", "每步毫秒数"),
+    "partitioner": ("partitioner", "分区器"),
+    "percent_of_single_process": ("% of the single process", "相当于单进程的 %"),
+    "rank": ("rank", "名次"),
+    "relative_time": ("relative time", "相对耗时"),
+    "replicas": ("replicas", "副本数"),
+    "seconds": ("s", "秒"),
+    "shape": ("shape", "形状"),
+    "shard": ("shard", "分片"),
+    "speed_up": ("speed-up", "加速比"),
+    "step": ("step", "步"),
+    "strategy": ("strategy", "策略"),
+    "table_created": ("table created", "查找表的创建位置"),
+    "task": ("task", "任务"),
+    "training": ("training", "训练方式"),
+    "variable": ("variable", "变量"),
+}
+# cell values that are words, not names: printed in the course's language too
+VALUE_WORDS = {"sync": ("sync", "同步"), "async": ("async", "异步")}
+
+
+def word(key: str) -> str:
+    """The key as a word of the current language; API names and unknown keys stay as they are."""
+    return say(*WORDS[key]) if key in WORDS else key
+
+
+def text_width(text: str) -> int:
+    """Columns `text` takes in a monospaced font: CJK characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _cell(value: object, digits: int) -> str:
+    """One value as table text: floats with `digits` decimals, ints with thousands separators."""
+    if not _is_number(value):
+        text = str(value)
+        return say(*VALUE_WORDS[text]) if text in VALUE_WORDS else text
+    return f"{int(value):,}" if isinstance(value, numbers.Integral) else f"{float(value):,.{digits}f}"
+
+
+def _is_number(value: object) -> bool:
+    """Python and NumPy ints and floats, but not booleans."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def format_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None,
+                 digits: int = 4) -> str:
+    """The rows as an aligned text table whose headers are in the course's language."""
+    columns = list(columns or (rows[0] if rows else []))
+    numeric = [all(_is_number(row[c]) for row in rows) for c in columns]
+    table = [[word(c) for c in columns], *([_cell(row[c], digits) for c in columns] for row in rows)]
+    widths = [max(text_width(line[i]) for line in table) for i in range(len(columns))]
+
+    def pad(text: str, width: int, right: bool) -> str:
+        space = " " * (width - text_width(text))
+        return space + text if right else text + space
+
+    def join(line: list[str]) -> str:
+        return "  ".join(pad(text, w, right) for text, w, right in zip(line, widths, numeric, strict=True))
+
+    return "\n".join(join(line).rstrip() for line in table)
+
+
+def show_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None,
+               digits: int = 4) -> None:
+    """Print the rows as a table with headers in the course's language (default: the first row's keys)."""
+    print(format_table(rows, columns, digits))
+
+
+def format_progress(**values: object) -> str:
+    """'epoch 2: loss 0.4100, accuracy 0.9880' in the course's language; the first keyword says where."""
+    if not values:
+        raise ValueError(say("progress() needs at least one keyword, e.g. epoch=1.",
+                             "progress() 至少需要一个关键字参数，例如 epoch=1。"))
+    (where, number), *metrics = values.items()
+    place = {"epoch": say(f"epoch {number}", f"第 {number} 个周期"),
+             "step": say(f"step {number}", f"第 {number} 步"),
+             "checkpoint_step": say(f"checkpoint at step {number}", f"第 {number} 步的检查点"),
+             }.get(where, f"{word(where)} {number}")
+    shown = [f"{word(key)} {_cell(value, 4)}" for key, value in metrics]
+    return say(f"{place}: {', '.join(shown)}", f"{place}：{'，'.join(shown)}") if shown else place
+
+
+def progress(**values: object) -> None:
+    """Print one progress line, e.g. progress(epoch=2, loss=0.41) in the course's language."""
+    print(format_progress(**values))
