@@ -18,6 +18,7 @@ WORDS = {
     "accuracy": ("accuracy", "准确率"),
     "best_ms_per_step": ("ms per step (best round)", "每步毫秒数（最好的一轮）"),
     "bytes": ("bytes", "字节数"),
+    "concats": ("concats", "拼接次数"),
     "device": ("device", "设备"),
     "epoch": ("epoch", "周期"),
     "examples_per_s": ("examples/s", "样本/秒"),
@@ -30,6 +31,7 @@ WORDS = {
     "partitioner": ("partitioner", "分区器"),
     "percent_of_single_process": ("% of the single process", "相当于单进程的 %"),
     "rank": ("rank", "名次"),
+    "reads": ("reads", "读取次数"),
     "relative_time": ("relative time", "相对耗时"),
     "replicas": ("replicas", "副本数"),
     "seconds": ("s", "秒"),
@@ -41,6 +43,8 @@ WORDS = {
     "table_created": ("table created", "查找表的创建位置"),
     "task": ("task", "任务"),
     "training": ("training", "训练方式"),
+    "updates": ("updates", "更新次数"),
+    "variables": ("variables", "变量数"),
     "variable": ("variable", "变量"),
 }
 # cell values that are words, not names: printed in the course's language too
