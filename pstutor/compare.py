@@ -25,7 +25,7 @@ from pathlib import Path
 from pstutor import compare_worker
 from pstutor.language import say
 from pstutor.processes import Child, stop
-from pstutor.tables import VALUE_WORDS, text_width
+from pstutor.tables import VALUE_WORDS, text_width, word
 from pstutor.tf_config import cluster_dict, make_tf_config
 
 STRATEGIES = ("none", "mirrored", "ps", "mwms")
@@ -120,9 +120,7 @@ def changed_lines(name: str) -> int:
 
 def format_table(results: Sequence[dict]) -> str:
     """The records as an aligned text table in the course's language (no pandas needed)."""
-    headers = (say("strategy", "策略"), say("training", "训练方式"), say("replicas", "副本数"),
-               say("global batch", "全局批次"), say("examples/s", "样本/秒"), say("steps/s", "步/秒"),
-               say("loss", "损失"), say("start-up s", "启动秒数"), say("changed lines", "改动行数"))
+    headers = [word(column) for column in COLUMNS]
     training = {key: say(*words) for key, words in VALUE_WORDS.items()}
     rows = [(r["strategy"], training.get(r["training"], r["training"]), str(r["replicas"]),
              str(r["global_batch"]),
