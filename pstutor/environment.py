@@ -28,7 +28,9 @@ TESTED_TENSORFLOW = ("2.20", "2.21")
 # Environment variables that TensorFlow reads at import time (or when servers start).
 _ALWAYS = {
     "TF_USE_LEGACY_KERAS": "1",  # tf.keras -> tf_keras (Keras 2)
-    "GRPC_FAIL_FAST": "use_caller",  # report dead workers / ps to the coordinator, never hang
+    # A dead worker or ps fails the call at once instead of waiting for it to come back. The gRPC
+    # code of TF 2.20/2.21 already defaults to this (grpc_state.h); older versions could hang.
+    "GRPC_FAIL_FAST": "use_caller",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # in-process servers share a GPU without starving
     # ipykernel sets FORCE_COLOR, and Python 3.13 (Colab's) then writes colour codes into the
     # tracebacks of child programs, even into captured output: keep their errors plain text.
@@ -54,6 +56,7 @@ class DependencyError(RuntimeError):
 class Environment:
     """What `setup()` found: versions, devices and where the notebook runs."""
 
+    pstutor: str
     python: str
     tensorflow: str
     keras: str
@@ -69,6 +72,7 @@ class Environment:
     def rows(self) -> list[tuple[str, str]]:
         """The summary as (name, value) pairs."""
         return [
+            ("pstutor", self.pstutor),
             ("Python", self.python),
             ("TensorFlow", self.tensorflow),
             ("tf.keras", self.keras),
@@ -122,7 +126,10 @@ def setup(verbose: bool = False, lang: str | None = None) -> Environment:
     devices = _prepare_devices(tf, quiet=not verbose)
     _show_figures_inline()
     use_language_font()  # in Chinese, a CJK font for every figure (pstutor.fonts)
+    from pstutor import __version__
+
     return Environment(
+        pstutor=__version__,
         python=platform.python_version(),
         tensorflow=tf.__version__,
         keras=f"tf_keras {importlib.metadata.version('tf-keras')} (Keras 2)",
