@@ -9,7 +9,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import ROOT, alive, clean_env, descendants, run_pstutor
+from conftest import ROOT, alive, clean_env, descendants, run_pstutor, run_python
 
 from pstutor import compare
 
@@ -144,21 +144,22 @@ def test_cli_refuses_bad_input(args, message):
 
 def test_only_parameter_server_workers_shuffle_without_a_shared_seed():
     """PS workers each run the whole pipeline: a shared seed would give them identical batches."""
-    import numpy as np
+    code = """
+import numpy as np
+import pstutor
+pstutor.setup()
+import tensorflow as tf
+from pstutor import compare_worker
 
-    import pstutor
+x, y = pstutor.toy_classification(64, compare_worker.NUM_FEATURES, seed=0)
 
-    pstutor.setup()
-    import tensorflow as tf
+def first_batch(name):
+    dataset = compare_worker._dataset(tf, x, y, 16, shuffle_seed=compare_worker.SHUFFLE_SEEDS[name])
+    return next(iter(dataset))[0].numpy()
 
-    from pstutor import compare_worker
-
-    x, y = pstutor.toy_classification(64, compare_worker.NUM_FEATURES, seed=0)
-
-    def first_batch(name):
-        """The first batch one worker's copy of the pipeline yields under strategy `name`."""
-        dataset = compare_worker._dataset(tf, x, y, 16, shuffle_seed=compare_worker.SHUFFLE_SEEDS[name])
-        return next(iter(dataset))[0].numpy()
-
-    assert np.array_equal(first_batch("mwms"), first_batch("mwms"))  # workers agree on one stream
-    assert not np.array_equal(first_batch("ps"), first_batch("ps"))  # each ps worker its own order
+print(np.array_equal(first_batch("mwms"), first_batch("mwms")),  # workers agree on one stream
+      np.array_equal(first_batch("ps"), first_batch("ps")))      # each ps worker its own order
+"""
+    result = run_python(code)  # a fresh process: setup() must come before TensorFlow's import
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "False"]
