@@ -51,7 +51,7 @@ class Result:
     failed: str = ""
     hint: str = ""
     hint_id: str = ""
-    details: tuple[Text, Text] | None = None  # (what failed, hint) in both languages, for the grader
+    details: tuple[Text, Text] | None = None  # (what was found, hint) in both languages, for the grader
 
     def text(self) -> str:
         """The verdict as a few lines of text."""

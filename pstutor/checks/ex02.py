@@ -136,8 +136,8 @@ def keras_model(model) -> None:
            ("build the model inside the scope, and check that the partitioner may make more than one "
             "shard",
             "请在作用域内构建模型，并确认分区器允许切出不止一个分片"),
-           (f"the table is still one variable, on {table.device or 'this process'}",
-            f"嵌入表仍是一个整体变量，位于 {table.device or '当前进程'}"))
+           (f"the table is still one variable, on {getattr(table, 'device', '') or 'this process'}",
+            f"嵌入表仍是一个整体变量，位于 {getattr(table, 'device', '') or '当前进程'}"))
     devices = sorted(_ps_task(s.device) for s in table.variables)
     expect(devices == list(range(NUM_PS)),
            ("one shard on each ps", "每个参数服务器上一个分片"), "one-per-ps",

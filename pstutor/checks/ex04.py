@@ -172,7 +172,10 @@ def _shown(value: object) -> str:
 
     if value is None:
         return "None"
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return f"a {type(value).__name__}"
     return f"{array.item():.4f}" if array.ndim == 0 else f"an array of shape {list(array.shape)}"
 
 
