@@ -33,7 +33,7 @@ def context_of_this_strategy(contexts, per_worker_dataset, coordinator) -> None:
             "由它用自己选定的输入上下文来调用"),
            (f"(pipelines, pipeline id) of the contexts: {_pipelines(contexts)}",
             f"各输入上下文的（流水线数, 流水线编号）：{_pipelines(contexts)}"))
-    count, rows = coordinator.schedule(_read(), args=(iter(per_worker_dataset),)).fetch()[1:]
+    count, rows = coordinator.schedule(_read(), args=(iter(per_worker_dataset),)).fetch()[1:3]
     expect(rows == BATCH_SIZE,
            ("a batch holds the per-replica share of BATCH_SIZE",
             "每个批次是 BATCH_SIZE 中每个副本分得的份额"),
@@ -95,21 +95,26 @@ def sharded_by_worker(sharded_dataset, coordinator) -> None:
     reader = _read(4 * READ_BATCHES)  # several passes: a shuffle after repeat() mixes them
     # Worker.create_resource runs the reader on that very worker, with its slice of the iterator
     # (schedule would pick whichever worker is free).
-    results = [worker.create_resource(reader, args=(iterator,)) for worker in coordinator._cluster.workers]
-    seen = [{i for i, n in enumerate(result.fetch()[0]) if n} for result in results]
+    results = [worker.create_resource(reader, args=(iterator,)).fetch()
+               for worker in coordinator._cluster.workers]
+    seen = [{i for i, n in enumerate(result[0]) if n} for result in results]
+    # The first 32 ids a worker reads: all of the data when it is not sharded, a different half
+    # on each worker when it is (a shuffle before the shard also gives a half, another each pass).
+    first = [{i for i, n in enumerate(result[3]) if n} for result in results]
     every = set(range(NUM_IDS))
-    expect(not all(ids == every for ids in seen),
+    expect(not all(ids == every for ids in first),
            ("each worker reads only part of the ids", "每个工作进程只读取一部分编号"), "not-sharded",
            ("with this strategy the input context is the same on every worker, so it cannot tell them "
             "apart; the worker's index can",
             "在这个策略下，每个工作进程收到的输入上下文都一样，无法用它区分工作进程；工作进程编号却可以"),
-           ("every worker read all 32 ids", "每个工作进程都读到了全部 32 个编号"))
-    expect(any(ids != seen[0] for ids in seen),
+           ("the first 32 ids every worker read were all 32 ids of the data",
+            "每个工作进程最先读到的 32 个编号，正好是数据中的全部 32 个编号"))
+    expect(any(ids != first[0] for ids in first),
            ("the workers read different ids", "各工作进程读到的编号不同"), "same-shard",
            ("pick the shard with the index of the worker the pipeline is built on, not a constant",
             "要用构建流水线的那个工作进程的编号来选分片，而不是用常数"),
-           (f"every worker read the same ids {_few(seen[0])}",
-            f"每个工作进程读到的都是同样的编号 {_few(seen[0])}"))
+           (f"every worker read the same ids {_few(first[0])}",
+            f"每个工作进程读到的都是同样的编号 {_few(first[0])}"))
     shared = sorted({i for one, other in itertools.combinations(seen, 2) for i in one & other})
     expect(not shared,
            ("no id is read by two workers", "没有哪个编号被两个工作进程同时读到"), "overlap",
@@ -151,20 +156,25 @@ def _few(ids) -> str:
 
 def _read(counted: int = READ_BATCHES):
     """A reader run on a worker: id counts of the first `counted` batches, how many batches it got
-    (of up to 2 * READ_BATCHES, or `counted`) and the batch size."""
+    (of up to 2 * READ_BATCHES, or `counted`), the batch size, and the id counts of the first
+    READ_BATCHES batches."""
     import tensorflow as tf
 
     @tf.function
     def read(iterator):
         counts, count, rows = tf.zeros([NUM_IDS], tf.int32), tf.constant(0), tf.constant(0)
+        first = tf.zeros([NUM_IDS], tf.int32)
         for index in tf.range(max(2 * READ_BATCHES, counted)):
             optional = iterator.get_next_as_optional()
             if optional.has_value():
                 ids = tf.cast(optional.get_value(), tf.int32)
+                found = tf.math.bincount(ids, minlength=NUM_IDS, maxlength=NUM_IDS)
                 if index < counted:
-                    counts += tf.math.bincount(ids, minlength=NUM_IDS, maxlength=NUM_IDS)
+                    counts += found
+                if index < READ_BATCHES:
+                    first += found
                 count += 1
                 rows = tf.shape(ids)[0]
-        return counts, count, rows
+        return counts, count, rows, first
 
     return read
