@@ -57,11 +57,12 @@ def every_tf_config(tf_configs) -> None:
             "每个任务看到的都是完整的集群，其中也包括协调器（chief）"),
            (f"the cluster lists only {sorted(cluster)}, no chief",
             f"集群描述中只有 {sorted(cluster)}，没有 chief"))
+    job = _differing_job(cluster)
     expect(cluster == PLAN,
            ("the cluster is the plan's, address for address", "集群与规划逐个地址一致"), "addresses",
            ("use `plan` itself as the 'cluster' part", "直接把 `plan` 用作 'cluster' 部分"),
-           (f"the cluster differs from the plan in {_differing_jobs(cluster)}",
-            f"集群与规划在 {_differing_jobs(cluster)} 上不一致"))
+           (f"the cluster's '{job}' is {cluster.get(job)}, the plan's {PLAN.get(job)}",
+            f"集群中的 '{job}' 是 {cluster.get(job)}，规划中是 {PLAN.get(job)}"))
     counts = Counter((config.task_type, config.task_index) for config in configs)
     twice = sorted(name for name, count in counts.items() if count > 1)
     expect(not twice,
@@ -197,9 +198,9 @@ def _start(variable) -> list[float]:
     return [round(float(x), 4) for x in np.ravel(variable.numpy())[:3]]
 
 
-def _differing_jobs(cluster: dict) -> str:
-    """The jobs whose address lists differ from the plan's."""
-    return ", ".join(sorted(job for job in set(cluster) | set(PLAN) if cluster.get(job) != PLAN.get(job)))
+def _differing_job(cluster: dict) -> str:
+    """The first job (by name) whose address list differs from the plan's ("" when none does)."""
+    return min((job for job in set(cluster) | set(PLAN) if cluster.get(job) != PLAN.get(job)), default="")
 
 
 def _names(tasks: list[tuple[str, int]]) -> str:
