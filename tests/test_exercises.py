@@ -19,14 +19,16 @@ CHECKS = sorted((Path(build.__file__).parent / "checks").glob("ex*.py"))
 
 # The requirements each task's text states, by the hint id its check gives when one is not met.
 # Each has a wrong answer in the exercise source (`<!-- cell: wrong task=k expect=ID -->`) that
-# fails that requirement and no earlier one. Requirements left out here: type guards (`resolver`
-# is a resolver, ...), and 01.1 `servers` (a strategy on a task without a server blocks while
-# connecting, so the wrong answer would hang the kernel instead of reaching the check).
+# fails that requirement and no earlier one. Left out here: type guards (`strategy` is a
+# ParameterServerStrategy, ...); requirements that follow from an earlier one (02.1 `rows` and
+# `placement`: 4 shards of a 1000-row table on 2 ps are always 250 rows, 2 per ps); and 01.1
+# `servers` (a strategy on a task without a server blocks while connecting, so the wrong answer
+# would hang the kernel instead of reaching the check).
 REQUIREMENTS = {
     "01.1": ["worker-count", "ps-count", "resolver", "same-cluster"],
     "01.2": ["string", "invalid", "chief-missing", "addresses", "task-type", "task-index"],
     "01.3": ["on-ps", "device", "value"],
-    "02.1": ["scope", "shard-count", "bias-whole"],
+    "02.1": ["scope", "shape", "shard-count", "bias-whole", "bias-on-ps"],
     "02.2": ["tf-function", "shape", "row-order", "whole-table"],
     "02.3": ["one-per-ps", "small-split", "scales"],
     "03.1": ["repeat", "batch-size", "shuffle", "architecture", "scope", "legacy", "optimizer", "loss",
