@@ -1,9 +1,12 @@
 """Exercises: every solution passes its checks, every student copy runs and says "not done",
-and every wrong answer written in the source is caught by its check with the expected hint."""
+and every wrong answer written in the source is caught by its check with the expected hint
+and a failure line that says what was found."""
 
+import ast
 import itertools
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,46 @@ from pstutor.checks import MIME
 
 EXERCISES = build.exercise_paths()
 CHECK_CALL = re.compile(r'pstutor\.check\("(\d\d\.\d+)"')
+CHECKS = sorted((Path(build.__file__).parent / "checks").glob("ex*.py"))
+
+# The requirements each task's text states, by the hint id its check gives when one is not met.
+# Each has a wrong answer in the exercise source (`<!-- cell: wrong task=k expect=ID -->`) that
+# fails that requirement and no earlier one. Left out here: type guards (`strategy` is a
+# ParameterServerStrategy, ...); requirements that follow from an earlier one (02.1 `rows` and
+# `placement`: 4 shards of a 1000-row table on 2 ps are always 250 rows, 2 per ps); and 01.1
+# `servers` (a strategy on a task without a server blocks while connecting, so the wrong answer
+# would hang the kernel instead of reaching the check).
+REQUIREMENTS = {
+    "01.1": ["worker-count", "ps-count", "resolver", "same-cluster"],
+    "01.2": ["string", "invalid", "chief-missing", "addresses", "task-type", "task-index"],
+    "01.3": ["on-ps", "device", "value"],
+    "02.1": ["scope", "shape", "shard-count", "bias-whole", "bias-on-ps"],
+    "02.2": ["tf-function", "shape", "row-order", "whole-table"],
+    "02.3": ["one-per-ps", "small-split", "scales"],
+    "03.1": ["repeat", "batch-size", "shuffle", "architecture", "scope", "legacy", "optimizer", "loss",
+             "steps-per-execution", "epochs", "steps"],
+    "03.2": ["checkpoints", "tensorboard", "restore", "order"],
+    "04.1": ["lookup-scope", "repeat"],
+    "04.2": ["tf-function", "returns-loss", "apply", "loss"],
+    "04.3": ["remote-values", "join"],
+    "05.1": ["contexts", "strategy-calls", "repeat"],
+    "05.2": ["pipelines", "pipeline-id", "replicas", "per-replica"],
+    "05.3": ["not-sharded", "same-shard", "overlap", "coverage"],
+    "06.1": ["metric", "threshold", "metric-on-ps", "example-count"],
+    "06.2": ["scope", "no-shards", "id-visits", "not-built", "evaluated"],
+    "06.3": ["remote-values", "one-per-shard", "returned", "sum", "shard"],
+    "07.1": ["killed-ps", "killed-early", "killed-late", "restart"],
+    "07.2": ["scope", "optimizer"],
+    "08.1": ["strings", "invalid", "same-cluster", "chief-missing", "addresses", "task-twice",
+             "task-missing"],
+    "08.2": ["tf-config-resolver", "task-type", "same-resolver"],
+    "08.3": ["io-device", "io-device-chief", "saved", "contents", "on-ps", "restored"],
+    "09.1": ["strategy", "devices", "global-batch", "lr-scaled", "dataset-batch", "scope", "optimizer-rate",
+             "fit"],
+    "09.2": ["chief", "chief-job", "no-chief-job", "one-chief", "chief-path", "everyone-saves",
+             "separate-paths"],
+    "09.3": ["keys", "names", "preemptible", "too-large", "per-example", "ratio-direction", "measured"],
+}
 
 
 def _tasks(source) -> list[str]:
@@ -101,12 +144,60 @@ def test_every_task_has_two_correct_alternatives(source):
     assert all(right.count(task) >= 2 for task in _tasks(source)), f"{source.name}: {sorted(right)}"
 
 
+def _expect_calls() -> list[tuple[Path, ast.Call]]:
+    return [(path, node) for path in CHECKS for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "expect"]
+
+
+def _requirement_texts() -> set[str]:
+    """Every requirement statement (what passes) the checks write as plain text, in both languages."""
+    texts = set()
+    for _, call in _expect_calls():
+        what = call.args[1]
+        if isinstance(what, ast.Tuple):
+            texts |= {part.value for part in what.elts if isinstance(part, ast.Constant)}
+    return texts
+
+
+def test_every_requirement_of_every_task_has_a_wrong_answer():
+    wrong: dict[str, list[str]] = {}
+    for source in EXERCISES:
+        for cell in build.read_lesson(source):
+            if cell.kind == "wrong":
+                wrong.setdefault(f"{source.stem[:2]}.{cell.task}", []).append(cell.expect)
+    tasks = sorted(task for source in EXERCISES for task in _tasks(source))
+    assert sorted(REQUIREMENTS) == tasks, "a task without its list of requirements"
+    for task, requirements in REQUIREMENTS.items():
+        missing = [name for name in requirements if name not in wrong.get(task, [])]
+        assert not missing, f"{task}: no wrong answer fails {missing}"
+        assert len(wrong[task]) >= len(requirements), task
+        module = (CHECKS[0].parent / f"ex{task[:2]}.py").read_text(encoding="utf-8")
+        assert all(f'"{name}"' in module for name in requirements), f"{task}: a hint its check never gives"
+
+
+def test_every_requirement_says_what_was_found_in_both_languages():
+    calls = _expect_calls()
+    assert len(calls) > 80
+    for path, call in calls:
+        where = f"{path.name}:{call.lineno}"
+        assert len(call.args) == 5 and not call.keywords, f"{where}: expect(condition, what, id, hint, found)"
+        what, found = call.args[1], call.args[4]
+        assert isinstance(found, ast.Tuple) and len(found.elts) == 2, f"{where}: found in en and zh"
+        assert ast.dump(found) != ast.dump(what), f"{where}: found repeats the requirement"
+
+
+def _failure_line(detail: str) -> str:
+    """The found part of a record's detail: `✗ FOUND — HINT`."""
+    return detail.removeprefix("✗ ").split(" — ", 1)[0]
+
+
 @pytest.mark.parametrize("source", EXERCISES, ids=lambda p: p.stem)
 def test_wrong_answers_are_caught_and_correct_alternatives_pass(source, tmp_path):
     solution = build.render(source, "en", "solution")
     code = [cell for cell in solution.cells if cell.cell_type == "code"]
     checks = {task: code[i + 1].source for i, cell in enumerate(code)
               for task in cell.metadata.get("pstutor", {}).get("tasks", [])}
+    requirements = _requirement_texts()
     for round_ in _answer_rounds(source):
         prefix = source.stem[:2]
         answers = {task: _one_after_another([code for code, _ in group], checks[f"{prefix}.{task}"])
@@ -120,6 +211,10 @@ def test_wrong_answers_are_caught_and_correct_alternatives_pass(source, tmp_path
                 if expected:
                     assert (record["status"], record["hint"]) == ("failed", expected), (record, answer)
                     assert record["detail"].startswith("✗ "), record
+                    for lang in ("en", "zh"):
+                        detail = record["details"][lang]
+                        assert detail.startswith("✗ ") and " — " in detail, record
+                        assert _failure_line(detail) not in requirements, f"{lang}: nothing found: {record}"
                 else:
                     assert record["status"] == "passed", (record, answer)
 

@@ -4,7 +4,9 @@ that points at the concept without giving the answer away.
 
 Each exercise has a module here (`ex01`, `ex02`, ...) whose check functions are registered
 with `@task("NN.k")` and state their requirements with `expect(...)`, in order: the first
-unmet requirement stops the check, because later ones usually build on it. A task whose
+unmet requirement stops the check, because later ones usually build on it. Each requirement
+comes with what was found when it is not met, so a failure line (✗) says what the answer
+does, not only what it should do. A task whose
 answers are still `None` (the student copy's stub) is "not done", never a crash.
 
 The result is shown as text and also carries a small JSON record (`MIME`, with the failure
@@ -34,9 +36,9 @@ _passed: contextvars.ContextVar[list[Text]] = contextvars.ContextVar("passed")
 class Unmet(Exception):
     """A requirement of the task that the student's answer does not meet yet."""
 
-    def __init__(self, what: Text, hint_id: str, hint: Text) -> None:
+    def __init__(self, found: Text, hint_id: str, hint: Text) -> None:
         super().__init__(hint_id)
-        self.what, self.hint_id, self.hint = what, hint_id, hint
+        self.found, self.hint_id, self.hint = found, hint_id, hint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Result:
     failed: str = ""
     hint: str = ""
     hint_id: str = ""
-    details: tuple[Text, Text] | None = None  # (what failed, hint) in both languages, for the grader
+    details: tuple[Text, Text] | None = None  # (what was found, hint) in both languages, for the grader
 
     def text(self) -> str:
         """The verdict as a few lines of text."""
@@ -89,10 +91,11 @@ def task(task_id: str) -> Callable:
     return register
 
 
-def expect(condition: object, what: Text, hint_id: str, hint: Text) -> None:
-    """Record `what` as passed, or stop the check with a hint when `condition` is false."""
+def expect(condition: object, what: Text, hint_id: str, hint: Text, found: Text) -> None:
+    """Record `what` as passed, or stop the check with what was `found` and a hint when `condition`
+    is false."""
     if not condition:
-        raise Unmet(what, hint_id, hint)
+        raise Unmet(found, hint_id, hint)
     _passed.get().append(what)
 
 
@@ -106,7 +109,7 @@ def check(task_id: str, **answers: object) -> Result:
     try:
         function(**answers)
     except Unmet as unmet:
-        return _failed(task_id, passed, unmet.what, unmet.hint, unmet.hint_id)
+        return _failed(task_id, passed, unmet.found, unmet.hint, unmet.hint_id)
     except Exception as err:  # the student's code failed while the check used it
         name = type(err).__name__
         what = (f"your code raised {name}: {err}", f"你的代码抛出了 {name}：{err}")

@@ -20,17 +20,20 @@ def fit_on_the_cluster(dataset, model, history) -> None:
     expect(dataset.cardinality().numpy() == tf.data.INFINITE_CARDINALITY,
            ("`dataset` never ends", "`dataset` 永不结束"), "repeat",
            ("each worker reads its own copy at its own pace: a copy that ends can run dry mid-epoch",
-            "每个工作进程按自己的节奏读取自己的副本：会结束的副本可能在周期中途耗尽"))
+            "每个工作进程按自己的节奏读取自己的副本：会结束的副本可能在周期中途耗尽"),
+           (f"`dataset` ends after {dataset.cardinality().numpy()} batches",
+            f"`dataset` 读完 {dataset.cardinality().numpy()} 个批次就结束了"))
     first, second = (next(iter(dataset))[0].numpy() for _ in range(2))
     expect(len(first) == BATCH_SIZE,
            ("it yields batches of 32", "它产出的批次大小为 32"), "batch-size",
-           (f"its first batch holds {len(first)} examples: batch the examples by the size the task gives",
-            f"它的第一个批次有 {len(first)} 个样本：请按任务给出的大小分批"))
+           ("batch the examples by the size the task gives", "请按任务给出的大小分批"),
+           (f"its first batch holds {len(first)} examples, the task asks for {BATCH_SIZE}",
+            f"它的第一个批次有 {len(first)} 个样本，任务要求 {BATCH_SIZE} 个"))
     expect(not np.array_equal(first, second),
            ("every pass over it starts in a new order", "每次遍历都以新的顺序开始"), "shuffle",
-           ("two fresh iterators gave the same first batch: without shuffle (or with a fixed seed) "
-            "every worker reads the same batches",
-            "两个新迭代器给出了相同的第一个批次：不打乱（或固定了 seed）时，每个工作进程读到的批次都一样"))
+           ("without shuffle (or with a fixed seed) every worker reads the same batches",
+            "不打乱（或固定了 seed）时，每个工作进程读到的批次都一样"),
+           ("two fresh iterators gave the same first batch", "两个新迭代器给出了相同的第一个批次"))
     shapes = [tuple(v.shape) for v in model.trainable_variables]
     dense = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Dense)]
     expect(shapes == [(8, 16), (16,), (16, 1), (1,)]
@@ -38,47 +41,59 @@ def fit_on_the_cluster(dataset, model, history) -> None:
            ("the model is Input(8) → Dense(16, relu) → Dense(1)",
             "模型是 Input(8) → Dense(16, relu) → Dense(1)"),
            "architecture",
-           (f"its weights have the shapes {shapes}: build the layers the task lists, relu in the first",
-            f"它的权重形状是 {shapes}：请按任务列出的层来构建，第一层用 relu"))
+           ("build the layers the task lists, relu in the first", "请按任务列出的层来构建，第一层用 relu"),
+           (f"its weights have the shapes {shapes}, the first Dense's activation is {_activation(dense)}",
+            f"它的权重形状是 {shapes}，第一个 Dense 的激活函数是 {_activation(dense)}"))
     devices = {getattr(v, "device", "") for v in model.variables}
     expect(devices and all("/job:ps/" in d for d in devices),
            ("the model's variables live on the parameter servers", "模型的变量存放在参数服务器上"), "scope",
            ("build and compile the model inside strategy.scope(); outside it fit trains in this "
             "process without the cluster",
-            "在 strategy.scope() 内构建并编译模型；在作用域之外，fit 会绕开集群，直接在当前进程中训练"))
+            "在 strategy.scope() 内构建并编译模型；在作用域之外，fit 会绕开集群，直接在当前进程中训练"),
+           (f"the model's variables live on {', '.join(sorted(devices)) or 'this process'}",
+            f"模型的变量存放在 {', '.join(sorted(devices)) or '当前进程'} 上"))
     expect(isinstance(model.optimizer, tf.keras.optimizers.legacy.Optimizer),
            ("the optimizer is a legacy optimizer", "优化器是 legacy 优化器"), "legacy",
-           (f"{type(model.optimizer).__name__} comes from {type(model.optimizer).__module__}; take it from "
-            "tf.keras.optimizers.legacy",
-            f"{type(model.optimizer).__name__} 来自 {type(model.optimizer).__module__}；请改用 "
-            "tf.keras.optimizers.legacy 中的优化器"))
+           ("this strategy trains only with the optimizers of tf.keras.optimizers.legacy",
+            "这个策略只能使用 tf.keras.optimizers.legacy 中的优化器训练"),
+           (f"{type(model.optimizer).__name__} comes from {type(model.optimizer).__module__}",
+            f"{type(model.optimizer).__name__} 来自 {type(model.optimizer).__module__}"))
     rate = float(tf.keras.backend.get_value(model.optimizer.learning_rate))
     expect(isinstance(model.optimizer, tf.keras.optimizers.legacy.SGD) and np.isclose(rate, LEARNING_RATE),
            ("it is SGD with learning rate 0.1", "它是学习率为 0.1 的 SGD"), "optimizer",
-           (f"found {type(model.optimizer).__name__} with learning rate {rate:g}: the task asks for SGD "
-            "at 0.1",
-            f"找到的是学习率为 {rate:g} 的 {type(model.optimizer).__name__}：任务要求学习率为 0.1 的 SGD"))
+           ("use the optimizer and learning rate the task names", "使用任务指定的优化器和学习率"),
+           (f"found {type(model.optimizer).__name__} with learning rate {rate:g}, the task asks for "
+            "SGD at 0.1",
+            f"找到的是学习率为 {rate:g} 的 {type(model.optimizer).__name__}，任务要求学习率为 0.1 的 SGD"))
     loss = model.loss
     logits = isinstance(loss, tf.keras.losses.BinaryCrossentropy) and loss.get_config().get("from_logits")
     expect(logits,
            ("the loss is binary cross-entropy on logits", "损失是基于 logits 的二元交叉熵"), "loss",
-           (f"the loss is {loss!r}: the last Dense layer has no activation, so its outputs are logits; "
-            "use BinaryCrossentropy(from_logits=True)",
-            f"损失是 {loss!r}：最后一个 Dense 层没有激活函数，它的输出是 logits；"
-            "请使用 BinaryCrossentropy(from_logits=True)"))
+           ("the last Dense layer has no activation, so its outputs are logits; use "
+            "BinaryCrossentropy(from_logits=True)",
+            "最后一个 Dense 层没有激活函数，它的输出是 logits；请使用 BinaryCrossentropy(from_logits=True)"),
+           (f"the loss is {loss!r}", f"损失是 {loss!r}"))
     per_call = int(model._steps_per_execution.numpy())
     expect(per_call == 4,
            ("each call to a worker runs 4 steps", "每次发给工作进程的调用执行 4 步"), "steps-per-execution",
-           (f"each call runs {per_call} step(s): which compile argument packs steps into one call?",
-            f"每次调用执行 {per_call} 步：compile 的哪个参数能把多个步骤打包进一次调用？"))
+           ("which compile argument packs steps into one call?",
+            "compile 的哪个参数能把多个步骤打包进一次调用？"),
+           (f"each call runs {per_call} step(s), the task asks for 4",
+            f"每次调用执行 {per_call} 步，任务要求 4 步"))
     expect(history.epoch == [0, 1],
            ("fit ran 2 epochs", "fit 运行了 2 个周期"), "epochs",
+           ("the epochs argument of fit says how many epochs run", "fit 的 epochs 参数决定运行多少个周期"),
            (f"the History lists epochs {history.epoch}", f"History 中记录的周期是 {history.epoch}"))
     steps = int(model.optimizer.iterations.numpy())
     expect(steps == 16,
            ("the optimizer took 2 × 8 = 16 steps", "优化器走了 2 × 8 = 16 步"), "steps",
-           (f"optimizer.iterations is {steps}: an epoch is as many steps as steps_per_epoch says",
-            f"optimizer.iterations 是 {steps}：一个周期有多少步，由 steps_per_epoch 决定"))
+           ("an epoch is as many steps as steps_per_epoch says", "一个周期有多少步，由 steps_per_epoch 决定"),
+           (f"optimizer.iterations is {steps}, not 16", f"optimizer.iterations 是 {steps}，不是 16"))
+
+
+def _activation(dense: list) -> str:
+    """The name of the first Dense layer's activation ("none" without one)."""
+    return getattr(getattr(dense[0], "activation", None), "__name__", "none") if dense else "none"
 
 
 @task("03.2")
@@ -92,38 +107,44 @@ def resumed_run(resumed_model, history, log_dir, checkpoint_dir, backup_dir) -> 
     expect(set(wanted) <= set(saved),
            ("ModelCheckpoint saved the weights of every epoch", "ModelCheckpoint 保存了每个周期的权重"),
            "checkpoints",
-           (f"found in checkpoint_dir: {saved}; save the weights every epoch to the path of the task",
-            f"checkpoint_dir 中找到的是：{saved}；请每个周期都把权重保存到任务指定的路径"))
+           ("save the weights every epoch, with ModelCheckpoint, to the path of the task",
+            "用 ModelCheckpoint 每个周期都把权重保存到任务指定的路径"),
+           (f"checkpoint_dir holds {saved or 'nothing'}, not {wanted}",
+            f"checkpoint_dir 中有 {saved or '空'}，而不是 {wanted}"))
     logged = read_scalars(log_dir, "epoch_loss") if os.path.isdir(log_dir) else []
     expect(logged,
            ("TensorBoard wrote the loss to log_dir", "TensorBoard 把损失写到了 log_dir"), "tensorboard",
-           ("add the TensorBoard callback with log_dir", "加上使用 log_dir 的 TensorBoard 回调"))
+           ("add the TensorBoard callback with log_dir", "加上使用 log_dir 的 TensorBoard 回调"),
+           ("log_dir holds no epoch_loss", "log_dir 中没有 epoch_loss"))
     expect(history.epoch and history.epoch[0] > 0,
            ("the second run resumed instead of starting over", "第二次训练是接着跑，而不是从头开始"),
            "restore",
-           ("the second fit began at epoch 1: a fresh model resumes only through BackupAndRestore, with "
-            "the backup_dir the first run wrote to",
-            "第二次 fit 从第 1 个周期开始：新模型只有借助 BackupAndRestore，"
-            "并使用第一次训练写入的 backup_dir，才能接着训练"))
+           ("a fresh model resumes only through BackupAndRestore, with the backup_dir the first run "
+            "wrote to",
+            "新模型只有借助 BackupAndRestore，并使用第一次训练写入的 backup_dir，才能接着训练"),
+           (f"the second fit ran epochs {[e + 1 for e in history.epoch]}, starting over at epoch 1",
+            f"第二次 fit 运行的周期是 {[e + 1 for e in history.epoch]}，从第 1 个周期重新开始"))
     expect(history.epoch == list(range(FAILED_AFTER, EPOCHS)),
            ("it ran only the missing epochs 3 and 4", "它只补跑了缺失的第 3、4 个周期"), "order",
-           (f"it resumed at epoch {history.epoch[0] + 1}, so the backup of epoch {FAILED_AFTER} was never "
-            "written: Keras calls callbacks in list order",
-            f"它从第 {history.epoch[0] + 1} 个周期恢复，说明第 {FAILED_AFTER} 个周期的备份没有写出：Keras "
-            "按列表顺序调用回调"))
+           (f"the backup of epoch {FAILED_AFTER} was never written: Keras calls callbacks in list order",
+            f"第 {FAILED_AFTER} 个周期的备份没有写出：Keras 按列表顺序调用回调"),
+           (f"the second fit ran epochs {[e + 1 for e in history.epoch]}",
+            f"第二次 fit 运行的周期是 {[e + 1 for e in history.epoch]}"))
     steps = int(resumed_model.optimizer.iterations.numpy())
     expect(steps == EPOCHS * STEPS_PER_EPOCH,
            (f"the optimizer ends at {EPOCHS} × {STEPS_PER_EPOCH} = {EPOCHS * STEPS_PER_EPOCH} steps",
             f"优化器最终走到 {EPOCHS} × {STEPS_PER_EPOCH} = {EPOCHS * STEPS_PER_EPOCH} 步"), "iterations",
-           (f"optimizer.iterations is {steps}: the restored optimizer continues counting",
-            f"optimizer.iterations 是 {steps}：恢复后的优化器会接着计数"))
+           ("the restored optimizer continues counting", "恢复后的优化器会接着计数"),
+           (f"optimizer.iterations is {steps}", f"optimizer.iterations 是 {steps}"))
     epochs_logged = [step for step, _ in logged]
     expect(epochs_logged == list(range(EPOCHS)),
            ("the logs hold one loss per epoch, from both runs", "日志中每个周期恰好一个损失值，来自两次训练"),
            "logs",
-           (f"epochs in the logs: {epochs_logged}; both runs must log to the same log_dir",
-            f"日志中的周期：{epochs_logged}；两次训练必须写入同一个 log_dir"))
+           ("both runs must log to the same log_dir", "两次训练必须写入同一个 log_dir"),
+           (f"epochs in the logs: {epochs_logged}", f"日志中的周期：{epochs_logged}"))
     expect(not (os.path.isdir(backup_dir) and os.listdir(backup_dir)),
            ("the backup was removed once training finished", "训练完成后，备份已被删除"), "backup-left",
            ("BackupAndRestore deletes its backup when fit completes; did the second run finish?",
-            "fit 完成时 BackupAndRestore 会删除备份；第二次训练是否跑完了？"))
+            "fit 完成时 BackupAndRestore 会删除备份；第二次训练是否跑完了？"),
+           (f"backup_dir still holds {sorted(os.listdir(backup_dir)) if os.path.isdir(backup_dir) else []}",
+            f"backup_dir 中还有 {sorted(os.listdir(backup_dir)) if os.path.isdir(backup_dir) else []}"))

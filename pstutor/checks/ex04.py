@@ -25,18 +25,24 @@ def per_worker_pipeline(word_lookup, label_lookup, per_worker_dataset, per_worke
            ("a lookup layer created outside strategy.scope() keeps its table on the coordinator, "
             "so every lookup on a worker becomes a remote call",
             "在 strategy.scope() 之外创建的查找层会把查找表留在协调器上，"
-            "工作进程上的每次查找都变成一次远程调用"))
+            "工作进程上的每次查找都变成一次远程调用"),
+           (f"the lookup tables are a {tables[0]} and a {tables[1]}, not DistributedTables",
+            f"两张查找表分别是 {tables[0]} 和 {tables[1]}，不是 DistributedTable"))
     expect(isinstance(per_worker_dataset, values.PerWorkerDatasetFromDatasetFunction),
            ("`per_worker_dataset` has one dataset per worker",
             "`per_worker_dataset` 为每个工作进程各有一份数据集"),
            "per-worker-dataset",
            ("the coordinator must build the dataset on every worker from your function",
-            "数据集要由协调器根据你的函数在每个工作进程上分别构建"))
+            "数据集要由协调器根据你的函数在每个工作进程上分别构建"),
+           (f"`per_worker_dataset` is a {type(per_worker_dataset).__name__}",
+            f"`per_worker_dataset` 是 {type(per_worker_dataset).__name__}"))
     expect(isinstance(per_worker_iterator, tf.distribute.experimental.coordinator.PerWorkerValues),
            ("`per_worker_iterator` has one iterator per worker",
             "`per_worker_iterator` 为每个工作进程各有一个迭代器"),
            "iterator",
-           ("iterate the per-worker dataset itself", "对每个工作进程的数据集本身调用 iter()"))
+           ("iterate the per-worker dataset itself", "对每个工作进程的数据集本身调用 iter()"),
+           (f"`per_worker_iterator` is a {type(per_worker_iterator).__name__}",
+            f"`per_worker_iterator` 是 {type(per_worker_iterator).__name__}"))
     spec = per_worker_dataset.element_spec
     shapes_ok = (isinstance(spec, tuple) and len(spec) == 2
                  and all(isinstance(s, tf.TensorSpec) and s.dtype == tf.int64 for s in spec)
@@ -45,25 +51,29 @@ def per_worker_pipeline(word_lookup, label_lookup, per_worker_dataset, per_worke
            ("each element is the pair (word ids, label ids)", "每个元素都是（词编号, 标签编号）这一对张量"),
            "elements",
            ("map every batch through both lookup layers and return the two results as a tuple",
-            "用两个查找层映射每个批次，并把两个结果组成一个元组返回"))
+            "用两个查找层映射每个批次，并把两个结果组成一个元组返回"),
+           (f"an element is {spec}", f"一个元素是 {spec}"))
     count, rows, top_word, top_label = coordinator.schedule(
         _count_batches(), args=(iter(per_worker_dataset),)).fetch()
     expect(rows == GLOBAL_BATCH_SIZE,
            ("a batch holds the per-replica share of the global batch",
             "每个批次是全局批次中每个副本分得的那一份"),
            "batch",
-           (f"a batch had {rows} examples: ask the input context for the per-replica batch size",
-            f"一个批次有 {rows} 个样本：向输入上下文询问每个副本的批次大小"))
+           ("ask the input context for the per-replica batch size", "向输入上下文询问每个副本的批次大小"),
+           (f"a batch had {rows} examples, one replica's share is {GLOBAL_BATCH_SIZE}",
+            f"一个批次有 {rows} 个样本，一个副本的份额是 {GLOBAL_BATCH_SIZE} 个"))
     expect(0 <= top_word < VOCABULARY_SIZE and 0 <= top_label <= 1,
            ("the batches hold ids from the two vocabularies", "批次中是两个词表里的编号"), "elements",
            ("look up the words with word_lookup and the labels with label_lookup",
-            "用 word_lookup 查词，用 label_lookup 查标签"))
+            "用 word_lookup 查词，用 label_lookup 查标签"),
+           (f"the largest word id is {top_word}, the largest label id {top_label}",
+            f"最大的词编号是 {top_word}，最大的标签编号是 {top_label}"))
     expect(count == BATCHES_PER_PASS + 4,
            ("a worker can read more batches than one pass holds", "工作进程能读到的批次多于一遍数据的批次数"),
            "repeat",
-           (f"the pipeline ran dry after {count} batches; the loop, not the data, decides how many "
-            "steps run",
-            f"流水线读了 {count} 个批次就耗尽了；执行多少步应由训练循环决定，而不是由数据决定"))
+           ("the loop, not the data, decides how many steps run",
+            "执行多少步应由训练循环决定，而不是由数据决定"),
+           (f"the pipeline ran dry after {count} batches", f"流水线读了 {count} 个批次就耗尽了"))
 
 
 @task("04.2")
@@ -75,7 +85,9 @@ def step_function(step_fn, model, optimizer, coordinator) -> None:
     expect(isinstance(step_fn, tf.types.experimental.PolymorphicFunction),
            ("`step_fn` is a tf.function", "`step_fn` 是 tf.function"), "tf-function",
            ("the coordinator only schedules functions it can trace into a graph and send to a worker",
-            "协调器只调度那些能被追踪成计算图、再发送到工作进程上的函数"))
+            "协调器只调度那些能被追踪成计算图、再发送到工作进程上的函数"),
+           (f"`step_fn` is a plain {type(step_fn).__name__}",
+            f"`step_fn` 只是普通的 {type(step_fn).__name__}"))
     strategy = coordinator.strategy
     rng = np.random.default_rng(4)
     words = tf.constant(rng.integers(0, VOCABULARY_SIZE, size=(GLOBAL_BATCH_SIZE, 3)), tf.int64)
@@ -91,19 +103,25 @@ def step_function(step_fn, model, optimizer, coordinator) -> None:
     expect(loss is not None and np.ndim(loss) == 0,
            ("`step_fn` returns one loss value", "`step_fn` 返回一个损失值"), "returns-loss",
            ("return the loss after combining the replicas' losses into one value",
-            "把各副本的损失合并成一个值之后，把它返回"))
+            "把各副本的损失合并成一个值之后，把它返回"),
+           (f"`step_fn` returned {_shown(loss)}", f"`step_fn` 返回的是 {_shown(loss)}"))
     changed = any(not np.array_equal(old, new.numpy())
                   for old, new in zip(weights, model.trainable_variables, strict=True))
-    expect(changed and int(optimizer.iterations.numpy()) == steps + 1,
+    updates = int(optimizer.iterations.numpy()) - steps
+    expect(changed and updates == 1,
            ("the step updates the weights once", "这一步把权重更新了一次"), "apply",
            ("computing gradients changes nothing until the optimizer applies them",
-            "只计算梯度不会改变任何东西，要由优化器应用梯度才行"))
+            "只计算梯度不会改变任何东西，要由优化器应用梯度才行"),
+           (f"one step changed the weights {'' if changed else 'not at all '}and advanced "
+            f"optimizer.iterations by {updates}",
+            f"一步之后权重{'变了' if changed else '没有变'}，optimizer.iterations 增加了 {updates}"))
     expect(math.isclose(float(loss), expected, rel_tol=1e-4, abs_tol=1e-5),
            ("it returns the cross-entropy averaged over the global batch",
             "它返回按全局批次求平均的交叉熵"), "loss",
-           (f"expected {expected:.4f}, got {float(loss):.4f}; the model outputs logits, and the loss "
-            "is averaged over the global batch",
-            f"应为 {expected:.4f}，实际为 {float(loss):.4f}；模型输出的是 logits，损失要按全局批次求平均"))
+           ("the model outputs logits, and the loss is averaged over the global batch",
+            "模型输出的是 logits，损失要按全局批次求平均"),
+           (f"on a known batch it returned {float(loss):.4f}, the right loss is {expected:.4f}",
+            f"在一个已知的批次上，它返回 {float(loss):.4f}，正确的损失是 {expected:.4f}"))
 
 
 @task("04.3")
@@ -115,30 +133,54 @@ def schedule_and_join(losses, num_steps, steps_before, steps_after_loop, optimiz
     expect(isinstance(losses, (list, tuple)) and len(losses) == num_steps,
            (f"`losses` holds {num_steps} results", f"`losses` 中有 {num_steps} 个结果"), "count",
            ("schedule the step once per step and keep what each call returns",
-            "每一步调度一次，并保存每次调用的返回值"))
+            "每一步调度一次，并保存每次调用的返回值"),
+           (f"`losses` is a {type(losses).__name__} of {_length(losses)} item(s)",
+            f"`losses` 是一个有 {_length(losses)} 项的 {type(losses).__name__}"))
     expect(all(isinstance(value, RemoteValue) for value in losses),
            ("they are RemoteValues, kept while the steps run",
             "它们都是 RemoteValue，在步骤执行期间被保存下来"),
            "remote-values",
            ("fetching inside the loop waits for each step before scheduling the next, so only one "
             "worker is ever busy",
-            "在循环里取回结果，会在调度下一步之前等待上一步完成，于是始终只有一个工作进程在忙"))
+            "在循环里取回结果，会在调度下一步之前等待上一步完成，于是始终只有一个工作进程在忙"),
+           (f"`losses` holds {sorted({type(value).__name__ for value in losses})}",
+            f"`losses` 中是 {sorted({type(value).__name__ for value in losses})}"))
     coordinator.join()
     ran = int(optimizer.iterations.numpy()) - steps_before
     expect(ran == num_steps,
            ("every scheduled step updated the model once", "每个被调度的步骤都更新了一次模型"), "step-count",
-           (f"{ran} updates for {num_steps} steps: each step must apply its gradients once (task 2)",
-            f"{num_steps} 步只有 {ran} 次更新：每一步都必须应用一次梯度（任务 2）"))
+           ("each step must apply its gradients once (task 2)", "每一步都必须应用一次梯度（任务 2）"),
+           (f"{ran} updates for {num_steps} steps", f"{num_steps} 步却有 {ran} 次更新"))
     expect(steps_after_loop - steps_before == num_steps,
            ("all steps had finished when your code ended", "你的代码结束时，所有步骤都已执行完毕"), "join",
-           (f"only {steps_after_loop - steps_before} of {num_steps} steps had finished: schedule returns "
-            "at once, so wait for the queue to empty",
-            f"当时 {num_steps} 步中只完成了 {steps_after_loop - steps_before} 步：schedule 会立即返回，"
-            "所以要等待队列清空"))
+           ("schedule returns at once, so wait for the queue to empty",
+            "schedule 会立即返回，所以要等待队列清空"),
+           (f"only {steps_after_loop - steps_before} of {num_steps} steps had finished when your code ended",
+            f"你的代码结束时，{num_steps} 步中只完成了 {steps_after_loop - steps_before} 步"))
     values = coordinator.fetch(losses)
-    expect(all(value is not None and math.isfinite(float(value)) for value in values),
+    bad = [_shown(value) for value in values if value is None or not math.isfinite(float(value))]
+    expect(not bad,
            ("every step returned a finite loss", "每一步都返回了有限的损失值"), "losses",
-           ("the step function must return its loss (task 2)", "步骤函数必须返回它的损失值（任务 2）"))
+           ("the step function must return its loss (task 2)", "步骤函数必须返回它的损失值（任务 2）"),
+           (f"{len(bad)} step(s) returned {bad[0] if bad else ''}",
+            f"有 {len(bad)} 步返回的是 {bad[0] if bad else ''}"))
+
+
+def _shown(value: object) -> str:
+    """A returned value in a failure line: None, the number, or the shape of an array."""
+    import numpy as np
+
+    if value is None:
+        return "None"
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return f"a {type(value).__name__}"
+    return f"{array.item():.4f}" if array.ndim == 0 else f"an array of shape {list(array.shape)}"
+
+
+def _length(value: object) -> int | str:
+    return len(value) if isinstance(value, (list, tuple)) else "?"
 
 
 def _count_batches():

@@ -22,26 +22,30 @@ def context_of_this_strategy(contexts, per_worker_dataset, coordinator) -> None:
            ("`contexts` holds the InputContexts your dataset_fn received",
             "`contexts` 中保存着你的 dataset_fn 收到的 InputContext"), "contexts",
            ("append every input_context your dataset_fn receives to `contexts`",
-            "把 dataset_fn 收到的每个 input_context 都追加到 `contexts` 中"))
+            "把 dataset_fn 收到的每个 input_context 都追加到 `contexts` 中"),
+           (f"`contexts` is {contexts!r}"[:160], f"`contexts` 是 {contexts!r}"[:160]))
     expect(all((c.num_input_pipelines, c.input_pipeline_id) == (1, 0) for c in contexts),
            ("every context came from the strategy: 1 input pipeline, id 0",
             "每个输入上下文都来自策略：1 条输入流水线，编号 0"), "strategy-calls",
            ("do not build the InputContext yourself: hand dataset_fn to the strategy's "
             "distribute_datasets_from_function, which calls it with the context it chose",
             "不要自己构造 InputContext：把 dataset_fn 交给策略的 distribute_datasets_from_function，"
-            "由它用自己选定的输入上下文来调用"))
-    count, rows = coordinator.schedule(_read(), args=(iter(per_worker_dataset),)).fetch()[1:]
+            "由它用自己选定的输入上下文来调用"),
+           (f"(pipelines, pipeline id) of the contexts: {_pipelines(contexts)}",
+            f"各输入上下文的（流水线数, 流水线编号）：{_pipelines(contexts)}"))
+    count, rows = coordinator.schedule(_read(), args=(iter(per_worker_dataset),)).fetch()[1:3]
     expect(rows == BATCH_SIZE,
            ("a batch holds the per-replica share of BATCH_SIZE",
             "每个批次是 BATCH_SIZE 中每个副本分得的份额"),
            "batch",
-           (f"a batch had {rows} ids: ask the input context for the per-replica batch size",
-            f"一个批次有 {rows} 个编号：向输入上下文询问每个副本的批次大小"))
+           ("ask the input context for the per-replica batch size", "向输入上下文询问每个副本的批次大小"),
+           (f"a batch had {rows} ids, one replica's share of BATCH_SIZE is {BATCH_SIZE}",
+            f"一个批次有 {rows} 个编号，一个副本在 BATCH_SIZE 中的份额是 {BATCH_SIZE} 个"))
     expect(count == 2 * READ_BATCHES,
            ("a worker can read past the end of the data", "工作进程可以读过数据的末尾"), "repeat",
-           (f"the pipeline ran dry after {count} batches; the scheduled steps, not the data, "
-            "decide how much is read",
-            f"流水线读了 {count} 个批次就耗尽了；读多少应由调度的训练步骤决定，而不是由数据决定"))
+           ("the scheduled steps, not the data, decide how much is read",
+            "读多少应由调度的训练步骤决定，而不是由数据决定"),
+           (f"the pipeline ran dry after {count} batches", f"流水线读了 {count} 个批次就耗尽了"))
 
 
 @task("05.2")
@@ -53,27 +57,34 @@ def context_of_a_synchronous_job(sync_context, per_replica_batch) -> None:
            ("`sync_context` is a tf.distribute.InputContext", "`sync_context` 是 tf.distribute.InputContext"),
            "context",
            ("create the context with tf.distribute.InputContext(...)",
-            "用 tf.distribute.InputContext(...) 创建输入上下文"))
+            "用 tf.distribute.InputContext(...) 创建输入上下文"),
+           (f"`sync_context` is a {type(sync_context).__name__}",
+            f"`sync_context` 是 {type(sync_context).__name__}"))
     expect(sync_context.num_input_pipelines == 4,
            ("it has one input pipeline per worker", "每个工作进程一条输入流水线"), "pipelines",
            ("a synchronous multi-worker job runs one input pipeline on each worker",
-            "同步的多工作进程训练作业在每个工作进程上各运行一条输入流水线"))
+            "同步的多工作进程训练作业在每个工作进程上各运行一条输入流水线"),
+           (f"it has {sync_context.num_input_pipelines} input pipeline(s) for 4 workers",
+            f"4 个工作进程，它却有 {sync_context.num_input_pipelines} 条输入流水线"))
     expect(sync_context.input_pipeline_id == 2,
            ("it is the pipeline of the worker with index 2", "它是编号为 2 的工作进程的输入流水线"),
            "pipeline-id",
            ("the pipeline id is the worker's task index, counted from 0",
-            "流水线编号就是工作进程的任务编号，从 0 开始"))
+            "流水线编号就是工作进程的任务编号，从 0 开始"),
+           (f"its pipeline id is {sync_context.input_pipeline_id}",
+            f"它的流水线编号是 {sync_context.input_pipeline_id}"))
     expect(sync_context.num_replicas_in_sync == 8,
            ("it counts the replicas of the whole job", "它统计的是整个作业的副本"), "replicas",
-           (f"{sync_context.num_replicas_in_sync} replicas: count the replicas of the whole job, "
-            "on every worker, not those of one worker",
-            f"{sync_context.num_replicas_in_sync} 个副本：要数的是整个作业在所有工作进程上的副本，"
-            "而不是一个工作进程上的"))
+           ("count the replicas of the whole job, on every worker, not those of one worker",
+            "要数的是整个作业在所有工作进程上的副本，而不是一个工作进程上的"),
+           (f"it counts {sync_context.num_replicas_in_sync} replicas in sync",
+            f"它统计的同步副本数是 {sync_context.num_replicas_in_sync}"))
     expect(per_replica_batch == 8,
            ("`per_replica_batch` is one replica's share of the global batch",
             "`per_replica_batch` 是一个副本在全局批次中分得的份额"), "per-replica",
-           (f"{per_replica_batch} is not one replica's share; let the context divide the global batch",
-            f"{per_replica_batch} 不是一个副本分得的份额；让输入上下文来划分全局批次"))
+           ("let the context divide the global batch", "让输入上下文来划分全局批次"),
+           (f"`per_replica_batch` is {per_replica_batch}, not one replica's share of 64",
+            f"`per_replica_batch` 是 {per_replica_batch}，不是一个副本在 64 中分得的份额"))
 
 
 @task("05.3")
@@ -84,33 +95,38 @@ def sharded_by_worker(sharded_dataset, coordinator) -> None:
     reader = _read(4 * READ_BATCHES)  # several passes: a shuffle after repeat() mixes them
     # Worker.create_resource runs the reader on that very worker, with its slice of the iterator
     # (schedule would pick whichever worker is free).
-    results = [worker.create_resource(reader, args=(iterator,)) for worker in coordinator._cluster.workers]
-    seen = [{i for i, n in enumerate(result.fetch()[0]) if n} for result in results]
+    results = [worker.create_resource(reader, args=(iterator,)).fetch()
+               for worker in coordinator._cluster.workers]
+    seen = [{i for i, n in enumerate(result[0]) if n} for result in results]
+    # The first 32 ids a worker reads: all of the data when it is not sharded, a different half
+    # on each worker when it is (a shuffle before the shard also gives a half, another each pass).
+    first = [{i for i, n in enumerate(result[3]) if n} for result in results]
     every = set(range(NUM_IDS))
-    expect(not all(ids == every for ids in seen),
+    expect(not all(ids == every for ids in first),
            ("each worker reads only part of the ids", "每个工作进程只读取一部分编号"), "not-sharded",
-           ("every worker read all 32 ids. With this strategy the input context is the same on every "
-            "worker, so it cannot tell them apart; the worker's index can",
-            "每个工作进程都读到了全部 32 个编号。在这个策略下，每个工作进程收到的输入上下文都一样，"
-            "无法用它区分工作进程；工作进程编号却可以"))
-    expect(any(ids != seen[0] for ids in seen),
+           ("with this strategy the input context is the same on every worker, so it cannot tell them "
+            "apart; the worker's index can",
+            "在这个策略下，每个工作进程收到的输入上下文都一样，无法用它区分工作进程；工作进程编号却可以"),
+           ("the first 32 ids every worker read were all 32 ids of the data",
+            "每个工作进程最先读到的 32 个编号，正好是数据中的全部 32 个编号"))
+    expect(any(ids != first[0] for ids in first),
            ("the workers read different ids", "各工作进程读到的编号不同"), "same-shard",
-           ("every worker read the same shard: pick the shard with the index of the worker the "
-            "pipeline is built on, not a constant",
-            "每个工作进程读到的都是同一个分片：要用构建流水线的那个工作进程的编号来选分片，而不是用常数"))
+           ("pick the shard with the index of the worker the pipeline is built on, not a constant",
+            "要用构建流水线的那个工作进程的编号来选分片，而不是用常数"),
+           (f"every worker read the same ids {_few(first[0])}",
+            f"每个工作进程读到的都是同样的编号 {_few(first[0])}"))
     shared = sorted({i for one, other in itertools.combinations(seen, 2) for i in one & other})
     expect(not shared,
            ("no id is read by two workers", "没有哪个编号被两个工作进程同时读到"), "overlap",
-           (f"ids {shared[:6]}... were read by two workers: cut the shards before anything that "
-            "differs between workers, such as a shuffle without a seed",
-            f"编号 {shared[:6]}... 被两个工作进程读到了：要在任何因工作进程而异的操作（例如不设种子的打乱）"
-            "之前切分分片"))
+           ("cut the shards before anything that differs between workers, such as a shuffle without a seed",
+            "要在任何因工作进程而异的操作（例如不设种子的打乱）之前切分分片"),
+           (f"ids {_few(shared)} were read by two workers", f"编号 {_few(shared)} 被两个工作进程读到了"))
     missing = sorted(every - set().union(*seen))
     expect(not missing,
            ("together the workers read every id", "各工作进程合起来读到了全部编号"), "coverage",
-           (f"no worker read ids {missing[:6]}...: the shards must make up the whole data together, one "
-            "shard per worker",
-            f"没有工作进程读到编号 {missing[:6]}...：各分片合起来必须是全部数据，每个工作进程一个分片"))
+           ("the shards must make up the whole data together, one shard per worker",
+            "各分片合起来必须是全部数据，每个工作进程一个分片"),
+           (f"no worker read ids {_few(missing)}", f"没有工作进程读到编号 {_few(missing)}"))
 
 
 def _expect_per_worker(dataset, name: str) -> None:
@@ -123,25 +139,42 @@ def _expect_per_worker(dataset, name: str) -> None:
            ("the coordinator must build the dataset on every worker from a function that calls "
             "the strategy's distribute_datasets_from_function",
             "数据集要由协调器根据一个调用策略 distribute_datasets_from_function 的函数，"
-            "在每个工作进程上分别构建"))
+            "在每个工作进程上分别构建"),
+           (f"`{name}` is a {type(dataset).__name__}", f"`{name}` 是 {type(dataset).__name__}"))
+
+
+def _pipelines(contexts) -> list:
+    """(num_input_pipelines, input_pipeline_id) of each context, for a failure line."""
+    return [(c.num_input_pipelines, c.input_pipeline_id) for c in contexts[:4]]
+
+
+def _few(ids) -> str:
+    """At most six ids of a set, sorted, with … when there are more."""
+    ids = sorted(ids)
+    return str(ids[:6])[:-1] + (", …]" if len(ids) > 6 else "]")
 
 
 def _read(counted: int = READ_BATCHES):
     """A reader run on a worker: id counts of the first `counted` batches, how many batches it got
-    (of up to 2 * READ_BATCHES, or `counted`) and the batch size."""
+    (of up to 2 * READ_BATCHES, or `counted`), the batch size, and the id counts of the first
+    READ_BATCHES batches."""
     import tensorflow as tf
 
     @tf.function
     def read(iterator):
         counts, count, rows = tf.zeros([NUM_IDS], tf.int32), tf.constant(0), tf.constant(0)
+        first = tf.zeros([NUM_IDS], tf.int32)
         for index in tf.range(max(2 * READ_BATCHES, counted)):
             optional = iterator.get_next_as_optional()
             if optional.has_value():
                 ids = tf.cast(optional.get_value(), tf.int32)
+                found = tf.math.bincount(ids, minlength=NUM_IDS, maxlength=NUM_IDS)
                 if index < counted:
-                    counts += tf.math.bincount(ids, minlength=NUM_IDS, maxlength=NUM_IDS)
+                    counts += found
+                if index < READ_BATCHES:
+                    first += found
                 count += 1
                 rows = tf.shape(ids)[0]
-        return counts, count, rows
+        return counts, count, rows, first
 
     return read
