@@ -328,5 +328,5 @@ def test_the_rehearsal_sees_stderr_errors_broken_pictures_wrong_verdicts_and_str
     assert problems[0].startswith("Markdown cell 3 shows its emphasis marks: '**谁也不等谁。**每一行'")
     assert "code cell 1" in problems[1] and "a warning" in problems[1]
     assert "code cell 2" in problems[2] and "shows 0 pictures" in problems[2]
-    assert "code cell 3" in problems[3] and "✗ TensorFlow can read it" in problems[3], "the ✗ lines show"
+    assert "code cell 3" in problems[3] and "✗ TensorFlow cannot use it" in problems[3], "the ✗ lines show"
     assert "code cell 4" in problems[4] and "ZeroDivisionError" in problems[4]
