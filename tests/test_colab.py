@@ -97,7 +97,7 @@ def test_lessons_and_an_exercise_run_unchanged_as_in_colab(colab: dict[str, Path
     for case in ET.parse(report).getroot().iter("testcase"):
         name = case.get("classname", "")
         seconds[name] = seconds.get(name, 0.0) + float(case.get("time", 0))
-    print("\nColab rehearsal, seconds per notebook (kernel start and %pip install included):")
+    print("\nColab rehearsal, seconds per notebook (its cells, the first cell's pip install included):")
     print(json.dumps(seconds, indent=1, ensure_ascii=False))
     assert result.returncode == 0, result.stdout[-6000:]
     assert "failed" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
