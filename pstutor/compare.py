@@ -25,7 +25,7 @@ from pathlib import Path
 from pstutor import compare_worker
 from pstutor.language import say
 from pstutor.processes import Child, stop
-from pstutor.tables import VALUE_WORDS, text_width, word
+from pstutor.tables import VALUE_WORDS, align, text_width, word
 from pstutor.tf_config import cluster_dict, make_tf_config
 
 STRATEGIES = ("none", "mirrored", "ps", "mwms")
@@ -126,14 +126,9 @@ def format_table(results: Sequence[dict]) -> str:
              str(r["global_batch"]),
              f"{r['examples_per_s']:,.0f}", f"{r['steps_per_s']:,.0f}", f"{r['loss']:.4f}",
              f"{r['startup_s']:.1f}", str(r["changed_lines"])) for r in results]
-    widths = [max(text_width(h), *(text_width(row[i]) for row in rows)) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [c + " " * (w - text_width(c)) if i < 2 else " " * (w - text_width(c)) + c
-                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return "  ".join(padded)
-
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *map(line, rows)])
+    table = [headers, *rows]
+    rule = ["-" * max(text_width(line[i]) for line in table) for i in range(len(headers))]
+    return "\n".join(align([headers, rule, *rows], [i >= 2 for i in range(len(headers))]))  # numbers right
 
 
 def _zh_name(name: str) -> str:

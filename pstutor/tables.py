@@ -89,16 +89,18 @@ def format_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str] | 
     columns = list(columns or (rows[0] if rows else []))
     numeric = [all(_is_number(row[c]) for row in rows) for c in columns]
     table = [[word(c) for c in columns], *([_cell(row[c], digits) for c in columns] for row in rows)]
-    widths = [max(text_width(line[i]) for line in table) for i in range(len(columns))]
+    return "\n".join(line.rstrip() for line in align(table, numeric))
 
-    def pad(text: str, width: int, right: bool) -> str:
+
+def align(table: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    """The rows of text cells padded into columns (two spaces apart), `right` ones right-aligned."""
+    widths = [max(text_width(line[i]) for line in table) for i in range(len(right))]
+
+    def pad(text: str, width: int, to_right: bool) -> str:
         space = " " * (width - text_width(text))
-        return space + text if right else text + space
+        return space + text if to_right else text + space
 
-    def join(line: list[str]) -> str:
-        return "  ".join(pad(text, w, right) for text, w, right in zip(line, widths, numeric, strict=True))
-
-    return "\n".join(join(line).rstrip() for line in table)
+    return ["  ".join(pad(*cell) for cell in zip(line, widths, right, strict=True)) for line in table]
 
 
 def show_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None,
