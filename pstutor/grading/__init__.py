@@ -15,7 +15,7 @@ The package, one job per module:
 - `limits`: one cgroup and CPUs of its own per submission, or what holds without cgroups;
 - `record`: the neutral record beside a table, settings fingerprints, which `--out` may be written;
 - `export`: the course CSV, a Canvas/Moodle gradebook, Gradescope's and PrairieLearn's
-  results.json, the screen summary; `text`: student text made safe to show;
+  results.json, the screen summary; `escape`: student text made safe to show;
 - `autograder`: the files Gradescope runs (`pstutor autograder gradescope`).
 
 `grade()` ties them together: every submission is identified without running anything, the
@@ -40,7 +40,7 @@ from pathlib import Path
 from pstutor.course import find_course
 from pstutor.grading import export, record
 from pstutor.grading.identify import Exercise, Identified, Invalid, catalogue, identify
-from pstutor.grading import text as safe
+from pstutor.grading import escape as safe
 from pstutor.grading.limits import Limits
 from pstutor.grading.model import FAILED_TO_GRADE, GRADED, REFUSED, StudentResult, shown, text
 from pstutor.grading.run import Interrupted, execute, new_key, prepare, verdicts

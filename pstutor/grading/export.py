@@ -10,7 +10,7 @@
 - `summary`: the table on the teacher's screen.
 
 In every one a task flagged for review scores 0 until the teacher accepts it, student text
-is escaped (`pstutor.grading.text`), and a submission that could not be graded is said to be
+is escaped (`pstutor.grading.escape`), and a submission that could not be graded is said to be
 so, never scored.
 """
 
@@ -20,7 +20,7 @@ import csv
 import io
 import json
 
-from pstutor.grading import text as safe
+from pstutor.grading import escape as safe
 from pstutor.grading.model import (
     FAILED_TO_GRADE, INVALID, PASSED, REFUSED, StudentResult, TaskResult, shown, status_word,
 )
@@ -34,6 +34,21 @@ _NEEDS_REVIEW = {"en": "needs review", "zh": "待人工查看"}
 _MATCHED = {"metadata": ("metadata", "元数据"), "content": ("content", "内容"),
             "metadata+content": ("metadata and content", "元数据和内容")}
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+
+
+def _json(payload: dict) -> bytes:
+    """UTF-8 JSON of a payload in which any string may hold a lone surrogate (a non-UTF-8 file name)."""
+    return json.dumps(_encodable(payload), ensure_ascii=False, indent=1).encode("utf-8")
+
+
+def _encodable(value):
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
 
 
 def _number(value: float) -> str:
@@ -131,7 +146,7 @@ def gradescope_json(result: StudentResult) -> bytes:
     if result.state != "graded":
         output = shown(result.problem, lang) or shown({"en": "not graded", "zh": "未评分"}, lang)
         payload = {"score": 0, "output": output, "output_format": "text", "tests": [], "extra_data": mark}
-        return json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
+        return _json(payload)
     tests = []
     for task in result.tasks.values():
         points = task.points(result.accepted)
@@ -147,7 +162,7 @@ def gradescope_json(result: StudentResult) -> bytes:
                                 "zh": f"{'、'.join(waiting)} 等待老师查看（在此之前计 0 分）。"}, lang)
     payload = {"score": result.score(), "output": output, "output_format": "text", "execution_time":
                round(result.seconds), "tests": tests, "extra_data": mark}
-    return json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
+    return _json(payload)
 
 
 def prairielearn_json(result: StudentResult) -> bytes:
@@ -157,14 +172,14 @@ def prairielearn_json(result: StudentResult) -> bytes:
     if result.state != "graded":
         problem = shown(result.problem, lang) or shown({"en": "not graded", "zh": "未评分"}, lang)
         payload = {"gradable": False, "format_errors": [problem], MARK: mark}
-        return json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
+        return _json(payload)
     tests = [{"name": _task_name(task.task, lang), "points": task.points(result.accepted),
               "max_points": task.max_points, "message": _task_output(task, result.accepted, lang),
               "output": shown(task.details, lang)} for task in result.tasks.values()]
     total = result.max_score()
     payload = {"gradable": True, "score": result.score() / total if total else 0.0,
                "message": _task_output_summary(result, lang), "tests": tests, MARK: mark}
-    return json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
+    return _json(payload)
 
 
 def _task_output_summary(result: StudentResult, lang: str) -> str:

@@ -110,6 +110,8 @@ def install(key: bytes, work: str) -> None:
     neutral = tuple_(_neutral_roots())
     work = work.rstrip("/") + "/"
     writable = (work, "/tmp/", "/dev/", "/proc/", "/var/tmp/", "/run/")
+    autograph = "__autograph_generated_file"  # tf.function's converted copies of functions (their code
+    # still counts as the answer's when it was the answer's)
     seal_code, check_code = seal.__code__, pstutor.checks.check.__code__
     from IPython.core.getipython import get_ipython as get_shell
 
@@ -489,7 +491,7 @@ def install(key: bytes, work: str) -> None:
             imitations(args[1], found, where)
         for name, module in dict_items(str_keyed(modules_dict)):
             path = dict_get(module_dict(module), "__file__") if is_module(module) else None
-            if type_(path) is str_ and str_startswith(path, work):
+            if type_(path) is str_ and str_startswith(path, work) and not str_startswith(name, autograph):
                 list_append(found, ("imports", where, f"the module {name} was loaded from the sandbox folder"))
         state["checking"] = ""
         unique = sorted_({(reason, at, detail[:160]) for reason, at, detail in found})[:50]

@@ -78,6 +78,7 @@ def prepare(found: Identified) -> Prepared:
         attempted.update(dict.fromkeys(tasks, changed))
         answers[", ".join(tasks)] = cell.source
     seal = nbformat.v4.new_code_cell(_SEAL_CELL.format(plan=PLAN_FILE))
+    seal.id = "pstutor-seal"
     notebook.cells.insert(first_answer if first_answer is not None else len(notebook.cells), seal)
     checks = {}
     for index, cell in enumerate(notebook.cells):
