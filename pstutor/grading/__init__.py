@@ -93,6 +93,7 @@ def grade(folder: Path, out: Path, *, course: Path | None = None, timeout: float
     """Grade every `*.ipynb` in `folder` (one per student) into `out`, student by student."""
     folder, out = Path(folder), Path(out)
     check_settings(timeout, memory, jobs)
+    memory = int(memory)
     if format not in export.FORMATS:
         raise GradingError(say(f"unknown format {format!r}", f"未知的格式 {format!r}"))
     course = find_course(course)

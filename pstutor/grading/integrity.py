@@ -318,6 +318,14 @@ def install(key: bytes, work: str) -> None:
         """A copy with only str keys, made without hashing or comparing anything else."""
         return {key: value for key, value in dict_items(mapping) if type_(key) is str_}
 
+    def contents(value) -> tuple:
+        """A module-level dict's or list's items by identity (pstutor's registries: `_CHECKS`)."""
+        if type_(value) is dict_:
+            return tuple_((key, ident(item)) for key, item in dict_items(str_keyed(value)))
+        if type_(value) is list_:
+            return tuple_(ident(item) for item in value)
+        return ()
+
     def function_parts(value) -> tuple:
         return (id_(function_code(value)), id_(function_defaults(value)), id_(function_kwdefaults(value)))
 
@@ -329,7 +337,9 @@ def install(key: bytes, work: str) -> None:
             namespace = module_dict(module)
             own = name == "pstutor" or str_startswith(name, "pstutor.")
             kept = {key: value for key, value in dict_items(str_keyed(namespace)) if own or callable_(value)}
-            modules[name] = (module, namespace, kept, frozenset_(kept) if own else None)
+            modules[name] = (module, namespace, kept, frozenset_(kept) if own else None,
+                             {key: contents(value) for key, value in dict_items(kept)
+                              if own and (type_(value) is dict_ or type_(value) is list_)})
             for value in dict_values(kept):
                 if type_(value) is function_type and own:
                     functions[id_(value)] = (value, function_parts(value))
@@ -409,7 +419,7 @@ def install(key: bytes, work: str) -> None:
         if dict_get(sys_dict, "modules") is not snap["sys_modules"]:
             list_append(found, ("patching", task, "sys.modules replaced"))
         current = str_keyed(modules_dict)
-        for name, (module, namespace, kept, keys) in dict_items(snap["modules"]):
+        for name, (module, namespace, kept, keys, containers) in dict_items(snap["modules"]):
             if dict_get(current, name) is not module:
                 list_append(found, ("patching", task, f"the module {name} replaced in sys.modules"))
                 continue
@@ -417,6 +427,9 @@ def install(key: bytes, work: str) -> None:
             for key, value in dict_items(kept):
                 if not same(dict_get(now, key, missing), value):
                     list_append(found, ("patching", task, f"{name}.{key} changed"))
+            for key, items in dict_items(containers):
+                if contents(dict_get(now, key)) != items:
+                    list_append(found, ("patching", task, f"the contents of {name}.{key} changed"))
             if keys is not None:
                 added = [key for key in now if key not in keys and callable_(now[key])]
                 if added:

@@ -49,16 +49,10 @@ class Slot:
     def reached(self) -> str:
         """Which enforced limit was hit ("memory", "tasks"), from the cgroup's own event counters."""
         for folder in self.cgroups:
-            events = _read_keys(folder / "memory.events") if self.version == 2 else {}
-            if self.version == 1 and (folder / "memory.failcnt").exists():
-                oom = _read_keys(folder / "memory.oom_control")
-                if oom.get("oom_kill", 0) > 0 or _read_int(folder / "memory.failcnt") > 0 and \
-                        _read_int(folder / "memory.max_usage_in_bytes") >= _read_int(folder / "memory.limit_in_bytes"):
-                    return "memory"
-            if events.get("oom_kill", 0) > 0 or events.get("oom", 0) > 0:
+            memory = _read_keys(folder / ("memory.events" if self.version == 2 else "memory.oom_control"))
+            if memory.get("oom_kill", 0) > 0:
                 return "memory"
-            pids = _read_keys(folder / "pids.events") if (folder / "pids.events").exists() else {}
-            if pids.get("max", 0) > 0:
+            if _read_keys(folder / "pids.events").get("max", 0) > 0:
                 return "tasks"
         return ""
 
@@ -94,8 +88,12 @@ class Limits:
         if self.version:
             try:
                 self._make_group()
-            except OSError as err:
-                self.version, self.why = 0, f"cannot create cgroups under the grader's own ({err.strerror})"
+                for folder in self._make_slot("probe", self.cpus_of(0)):  # can one be configured?
+                    _remove_cgroup(folder)
+            except (OSError, LimitError) as err:
+                self.close()
+                self.version, self.bases = 0, {}
+                self.why = f"cannot create cgroups under the grader's own ({getattr(err, 'strerror', None) or err})"
 
     def _find(self, self_cgroup: Path) -> None:
         try:
@@ -175,9 +173,8 @@ class Limits:
         """The CPUs of slot `index`: disjoint while there are as many CPUs as jobs."""
         if not self.cpus:
             return []
-        jobs = max(1, min(self.jobs, len(self.cpus))) if self.jobs <= len(self.cpus) else self.jobs
         if self.jobs <= len(self.cpus):
-            return self.cpus[index % jobs::jobs]
+            return self.cpus[index % self.jobs::self.jobs]
         return [self.cpus[index % len(self.cpus)]]
 
     @contextlib.contextmanager
@@ -213,11 +210,13 @@ class Limits:
     def _configure(self, controller: str, folder: Path, cpus: list[int]) -> None:
         cpu_list = ",".join(str(cpu) for cpu in cpus)
         quota = 100_000 * max(1, len(cpus))
-        if self.version == 2:
-            for key, value in (("memory.max", self.memory), ("memory.swap.max", 0), ("pids.max", TASK_LIMIT),
-                               ("cpu.max", f"{quota} 100000"), ("cpuset.cpus", cpu_list)):
-                if key != "cpuset.cpus" or cpu_list:
-                    _write_if_present(folder / key, value)
+        if self.version == 2:  # the controllers are enabled in the parent: their files are there
+            (folder / "memory.max").write_text(str(self.memory))
+            (folder / "pids.max").write_text(str(TASK_LIMIT))
+            (folder / "cpu.max").write_text(f"{quota} 100000")
+            _write_if_present(folder / "memory.swap.max", 0)  # absent where the kernel has no swap accounting
+            if cpu_list:
+                (folder / "cpuset.cpus").write_text(cpu_list)
         elif controller == "memory":
             (folder / "memory.limit_in_bytes").write_text(str(self.memory))
             _write_if_present(folder / "memory.memsw.limit_in_bytes", self.memory)
@@ -280,13 +279,6 @@ def _remove_cgroup(folder: Path) -> None:
 def _write_if_present(path: Path, value: object) -> None:
     if path.exists():
         path.write_text(str(value))
-
-
-def _read_int(path: Path) -> int:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _read_keys(path: Path) -> dict[str, int]:

@@ -86,8 +86,8 @@ class StudentResult:
         return sum(task.max_points for task in self.tasks.values())
 
     def flagged(self) -> list[str]:
-        """Tasks waiting for a teacher: flagged, not accepted."""
-        return [] if self.accepted else [t.task for t in self.tasks.values() if t.review]
+        """Tasks waiting for a teacher: they passed, but a reason holds their points until accepted."""
+        return [] if self.accepted else [t.task for t in self.tasks.values() if t.review and t.status == PASSED]
 
     def review(self) -> list[str]:
         """Every reason id of its tasks, in order, once."""

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pstutor
@@ -72,9 +73,12 @@ def check_output(out: Path, format: str) -> None:
                 "or move that file away", f"{out} 不是 pstutor grade 写的（或之后被改过）：请换一个 --out，"
                 "或者把该文件移走"))
     folder = next((parent for parent in [out.parent, *out.parent.parents] if parent.exists()), Path("/"))
-    if not os.access(folder, os.W_OK):
-        raise OutputError(say(f"cannot write {out}: {folder} is not writable",
-                              f"无法写入 {out}：{folder} 不可写"))
+    try:  # an unnamed file (O_TMPFILE): the folder is really writable, and nothing appears in it
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise OutputError(say(f"cannot write {out}: {folder} is not writable ({err.strerror})",
+                              f"无法写入 {out}：{folder} 不可写（{err.strerror}）")) from None
 
 
 def _ours(out: Path, format: str) -> bool:

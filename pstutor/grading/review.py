@@ -49,8 +49,10 @@ def review_text(result: StudentResult, lang: str | None = None) -> str:
     tasks = result.flagged()
     if result.accepted:
         return shown(text("accepted by the teacher: ", "教师已接受："), lang) + "; ".join(words)
+    if not tasks:
+        return shown(text("needs review: ", "需要人工查看："), lang) + "; ".join(words)
     where = ", ".join(tasks)
-    return shown(text(f"needs review ({where} count 0 until accepted): ",
+    return shown(text(f"needs review ({where} {'counts' if len(tasks) == 1 else 'count'} 0 until accepted): ",
                       f"需要人工查看（{where} 在接受前计 0 分）："), lang) + "; ".join(words)
 
 

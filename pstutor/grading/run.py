@@ -262,10 +262,18 @@ def verdicts(prepared: Prepared, stopped: Text, key: bytes, hide: list[str]) -> 
     """Each task's result, from the sealed value of its official check cell and its answer's errors."""
     notebook, attempted = prepared.notebook, prepared.attempted
     crashed: dict[str, dict[str, str]] = {}
+    course_error: dict[str, str] = {}  # the first official cell that failed before the task's answer
     for cell in notebook.cells:
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        for task in metadata.tasks_of(cell) if errors else []:
+        tasks = metadata.tasks_of(cell)
+        if errors and not tasks and not metadata.checked_tasks(cell.source) and not course_error:
+            course_error = {lang: _hide(_error_line(errors[0], lang), hide) for lang in ("en", "zh")}
+        for task in tasks if errors else []:
             crashed[task] = {lang: _hide(_error_line(errors[0], lang), hide) for lang in ("en", "zh")}
+            if course_error:
+                crashed[task] = {"en": f"{crashed[task]['en']} (after the exercise's own cell failed: "
+                                       f"{course_error['en']})",
+                                 "zh": f"{crashed[task]['zh']}（此前练习自带的单元格出错：{course_error['zh']}）"}
     results: dict[str, TaskResult] = {}
     for task, index in prepared.checks.items():
         if task in attempted:
@@ -308,7 +316,8 @@ def _verdict(task: str, cell, attempted: bool, key: bytes, hide: list[str]) -> T
     if failure is not None:
         return _from_record(task, failure, attempted, hide, [], [])
     if unsealed_pass is not None:
-        return TaskResult(task, PASSED, {}, ["unsealed"], [f"{task}: a 'passed' shown without the checker's seal"])
+        return TaskResult(task, PASSED if attempted else NOT_ATTEMPTED, {}, ["unsealed"],
+                          [f"{task}: a 'passed' shown without the checker's seal"])
     return None
 
 
