@@ -47,7 +47,8 @@ TRANSFORMER = '''def rewrite(lines):
         return lines
     task = source.split('"')[1]
     record = {"task": task, "status": "passed", "hint": "", "detail": ""}
-    return [f"{{'application/vnd.pstutor.check+json': {record!r}, 'text/plain': 'passed'}}\\n"]
+    bundle = {"application/vnd.pstutor.check+json": record, "text/plain": "passed"}
+    return [f"type('Passed', (), {{'_repr_mimebundle_': lambda self, **kw: {bundle!r}}})()\\n"]
 
 get_ipython().input_transformers_post.append(rewrite)
 resolver = strategy = 1'''
@@ -156,7 +157,7 @@ FORGERS_OF_TASK = {"library": ("01.2", LIBRARY), "imitation": ("01.3", IMITATION
 ODD_ERROR = 'raise RuntimeError("\\udcff \\x1b[2J\\x1b[1;1H all rows above are gone \\u202e")'
 ODD_TREE = '''import os
 path = "deep"
-for _ in range(1500):
+for _ in range(900):  # deep, but within the recursion limit of os.makedirs
     path = os.path.join(path, "d")
 os.makedirs(path)
 os.makedirs("locked/inner")

@@ -167,7 +167,7 @@ def _answer_missing(shell, etype, value, tb, tb_offset=None):
     return None
 
 
-def _watch_check_cells() -> None:
+def watch_check_cells() -> None:
     """In IPython, a NameError in a check cell becomes a failed check that says what is missing."""
     try:
         from IPython import get_ipython
@@ -195,4 +195,4 @@ def _say_all(items: list[Text]) -> tuple[str, ...]:
     return tuple(say(*item) for item in items)
 
 
-_watch_check_cells()
+watch_check_cells()

@@ -244,7 +244,11 @@ def install(key: bytes, work: str) -> None:
             task = immediate(caller)
             if task is not None:
                 return note("dynamic-code", task, f"{event} of code built at run time")
-            filename = args[1] if event == "compile" and len_(args) > 1 else None
+            # IPython compiling a cell to run it passes the parsed tree (a traceback's or a tool's
+            # reading of the source passes text): only then does a cell start.
+            running = event == "compile" and len_(args) > 1 and type_(args[0]) is not str_ \
+                and type_(args[0]) is not bytes_
+            filename = args[1] if running else None
             if type_(filename) is str_ and filename in state["student"]:
                 state["current"], state["checking"] = state["student"][filename], ""
                 student_threads(f"the answer to {state['current']}")
@@ -558,6 +562,9 @@ def seal(plan: dict) -> None:
 
     from ipykernel.compiler import get_file_name
 
+    import pstutor.checks
+
+    pstutor.checks.watch_check_cells()  # imported before IPython started: the shell exists only now
     for name in plan["imports"]:
         try:
             importlib.import_module(name)

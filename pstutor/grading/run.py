@@ -289,9 +289,25 @@ def verdicts(prepared: Prepared, stopped: Text, key: bytes, hide: list[str]) -> 
             results[task] = TaskResult(task, CRASHED, details, earlier.review if earlier else [],
                                        earlier.evidence if earlier else [])
         elif task not in results:
-            results[task] = TaskResult(task, CRASHED, stop_text or text(
-                "its check did not run", "它的检查没有运行")) if tried else TaskResult(task, NOT_ATTEMPTED)
+            results[task] = _no_verdict(task, tried, notebook.cells[prepared.checks[task]], stop_text, hide) \
+                if task in prepared.checks else TaskResult(task, CRASHED if tried else NOT_ATTEMPTED)
     return dict(sorted(results.items()))
+
+
+def _no_verdict(task: str, tried: bool, cell, stopped: Text, hide: list[str]) -> TaskResult:
+    """A task whose check cell gave no verdict: it did not run (the kernel stopped), it failed, or
+    it ran and showed none at all — which only an answer that rewrote or muted it can cause."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if stopped or cell.get("execution_count") is None and not errors:
+        return TaskResult(task, CRASHED, stopped or text("its check did not run", "它的检查没有运行")) \
+            if tried else TaskResult(task, NOT_ATTEMPTED)
+    if errors:
+        line = {lang: _hide(_error_line(errors[0], lang), hide) for lang in ("en", "zh")}
+        found = text(f"its check failed: {line['en']}", f"它的检查出错：{line['zh']}")
+        return TaskResult(task, CRASHED, found) if tried else TaskResult(task, NOT_ATTEMPTED)
+    return TaskResult(task, CRASHED if tried else NOT_ATTEMPTED,
+                      text("its check cell ran but gave no verdict", "它的检查单元格运行了，却没有给出判定"),
+                      ["no-verdict"], [f"{task}: the check cell ran without showing the checker's verdict"])
 
 
 def _verdict(task: str, cell, attempted: bool, key: bytes, hide: list[str]) -> TaskResult | None:
