@@ -231,11 +231,12 @@ def parser() -> argparse.ArgumentParser:
     versus.add_argument("--timeout", type=_positive, default=300, help="seconds per strategy")
     versus.set_defaults(run=_compare)
 
-    marks = commands.add_parser("grade", help="run a class's exercise notebooks: grades, in the format you use")
+    marks = commands.add_parser("grade", help="grade a class's exercise notebooks, as you keep grades")
     marks.add_argument("submissions", type=Path,
                        help="folder with one .ipynb per student (the file name names the student)")
     marks.add_argument("--out", type=Path, default=Path("grades.csv"),
-                       help="the file to write (default: grades.csv); only a file pstutor grade wrote is replaced")
+                       help="the file to write (default: grades.csv); only a file pstutor grade wrote "
+                            "is replaced")
     marks.add_argument("--format", choices=("csv", "canvas", "gradescope", "prairielearn"), default="csv",
                        help="csv: the course's table; canvas: a Canvas/Moodle gradebook CSV; gradescope, "
                             "prairielearn: the autograder results.json of one submission")
@@ -255,7 +256,8 @@ def parser() -> argparse.ArgumentParser:
     marks.add_argument("--jobs", type=_positive, default=None,
                        help="students graded at once (default: what this machine's cores and memory hold)")
     marks.add_argument("--memory", type=_gib, default=6,
-                       help="GiB one submission may use, its kernel and children together (default: 6, at least 1)")
+                       help="GiB one submission may use, its kernel and children together "
+                            "(default: 6, at least 1)")
     marks.add_argument("--lang", choices=LANGUAGES, default=argparse.SUPPRESS,
                        help="language of the table and messages (en or zh)")
     marks.set_defaults(run=_grade)

@@ -198,7 +198,8 @@ def main(argv: list[str]) -> None:
     options = [arg for arg in argv[: argv.index("--") if "--" in argv else 0] if arg.startswith("--")]
     rest = argv[len(options):]
     if len(rest) < 3 or rest[1] != "--":
-        sys.exit("usage: python -m pstutor.sandbox [--no-walls] [--cgroup=DIR ...] [--cpus=LIST] DIR -- CMD...")
+        sys.exit("usage: python -m pstutor.sandbox [--no-walls] [--cgroup=DIR ...] [--cpus=LIST] DIR "
+                 "-- CMD...")
     from pstutor.grading.limits import join
 
     join([option.split("=", 1)[1] for option in options if option.startswith("--cgroup=")])

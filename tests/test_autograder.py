@@ -21,21 +21,31 @@ from pstutor.sandbox import bwrap
 
 SOURCE = ROOT / "lessons" / "exercises" / "03_model_fit.md"
 SCHEMA = json.loads((Path(__file__).parent / "schemas" / "gradescope-results.json").read_text())
-can_mount = pytest.mark.skipif(bwrap() is None or os.geteuid() != 0,
-                               reason="needs bubblewrap and root to mount a directory at /autograder")
+can_mount = pytest.mark.skipif(
+    bwrap() is None or os.geteuid() != 0,
+    reason="needs bubblewrap and root to mount a directory at /autograder",
+)
 
 
 def test_the_autograder_files_are_written_once(tmp_path):
     out = tmp_path / "autograder"
-    result = run_pstutor("autograder", "gradescope", "--exercise", "03", "--out", str(out), "--course", str(ROOT))
+    result = run_pstutor(
+        "autograder", "gradescope", "--exercise", "03", "--out", str(out), "--course", str(ROOT)
+    )
     assert result.returncode == 0, result.stderr
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "course/exercises/en/03_model_fit.ipynb", "course/exercises/zh/03_model_fit.ipynb",
-        "course/pyproject.toml", "run_autograder", "setup.sh"]
+        "course/exercises/en/03_model_fit.ipynb",
+        "course/exercises/zh/03_model_fit.ipynb",
+        "course/pyproject.toml",
+        "run_autograder",
+        "setup.sh",
+    ]
     assert os.access(out / "run_autograder", os.X_OK) and os.access(out / "setup.sh", os.X_OK)
     assert "apt-get install -y bubblewrap" in (out / "setup.sh").read_text()
     assert "--format gradescope --exercise 03" in (out / "run_autograder").read_text()
-    again = run_pstutor("autograder", "gradescope", "--exercise", "03", "--out", str(out), "--course", str(ROOT))
+    again = run_pstutor(
+        "autograder", "gradescope", "--exercise", "03", "--out", str(out), "--course", str(ROOT)
+    )
     assert again.returncode == 2 and "not an empty folder" in again.stderr
     missing = run_pstutor("autograder", "gradescope", "--exercise", "42", "--out", str(tmp_path / "x"))
     assert missing.returncode == 2 and "no exercise" in missing.stderr and not (tmp_path / "x").exists()
@@ -53,8 +63,11 @@ def _submission(kind: str, folder: Path) -> None:
             cell["metadata"] = {}
         (folder / "mine.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
         return
-    wrong = next(c.source for c in build.read_lesson(SOURCE) if c.kind == "wrong" and c.expect == "shuffle"
-                 and "seed=42" in c.source)
+    wrong = next(
+        c.source
+        for c in build.read_lesson(SOURCE)
+        if c.kind == "wrong" and c.expect == "shuffle" and "seed=42" in c.source
+    )
     hostile = REBIND_PSTUTOR.replace("resolver = strategy = 1", "dataset = model = history = 1")
     answers = {"03.1": wrong} if kind == "wrong" else {"03.1": hostile}
     notebook = build.render(SOURCE, "en", "exercise")
@@ -88,8 +101,12 @@ def _run_in_autograder(root: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("kind", ["right", "wrong", "hostile", "metadata-less"])
 def test_run_autograder_writes_a_valid_results_json(tmp_path, kind):
     files = tmp_path / "zip"
-    assert run_pstutor("autograder", "gradescope", "--exercise", "03", "--out", str(files), "--course",
-                       str(ROOT)).returncode == 0
+    assert (
+        run_pstutor(
+            "autograder", "gradescope", "--exercise", "03", "--out", str(files), "--course", str(ROOT)
+        ).returncode
+        == 0
+    )
     root = tmp_path / "autograder"  # as Gradescope lays it out
     shutil.copytree(files, root / "source")
     shutil.copy2(files / "run_autograder", root / "run_autograder")
@@ -102,7 +119,9 @@ def test_run_autograder_writes_a_valid_results_json(tmp_path, kind):
     scores = {test["number"]: test["score"] for test in results["tests"]}
     if kind in ("right", "metadata-less"):
         assert results["score"] == 2 and scores == {"03.1": 1, "03.2": 1}, results
-        assert results["extra_data"]["pstutor-grade"]["matched"] == ("metadata" if kind == "right" else "content")
+        assert results["extra_data"]["pstutor-grade"]["matched"] == (
+            "metadata" if kind == "right" else "content"
+        )
     elif kind == "wrong":
         assert scores["03.1"] == 0 and "every worker reads the same batches" in results["tests"][0]["output"]
     else:

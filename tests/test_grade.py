@@ -6,7 +6,6 @@ grader, reach a classmate nor touch the teacher's files or screen. The attacks a
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -44,8 +43,9 @@ def _pasted(path) -> None:
     cells = [c for c in build.render(SOURCE, "en", "solution").cells if c.cell_type == "code"]
     keep = [c for i, c in enumerate(cells) if metadata.tasks_of(c) or (i and metadata.tasks_of(cells[i - 1]))]
     setup = [c for c in cells if "import portpicker" in c.source]
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for c in setup + keep]),
-                   path)
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for c in setup + keep]), path
+    )
 
 
 def _stripped(path) -> None:
@@ -58,7 +58,7 @@ def _stripped(path) -> None:
 
 
 COPY_SOLUTION = f"""import json
-cells = json.load(open({str(ROOT / 'solutions/en/01_cluster.ipynb')!r}))["cells"]
+cells = json.load(open({str(ROOT / "solutions/en/01_cluster.ipynb")!r}))["cells"]
 exec("".join(cells[7]["source"]))"""
 
 
@@ -73,17 +73,28 @@ def graded(tmp_path_factory):
     folder.mkdir()
     (folder / "ada.ipynb").write_bytes(build.notebook_path(SOURCE, "en", "solution").read_bytes())
     (folder / "bo.ipynb").write_bytes(build.notebook_path(SOURCE, "zh", "exercise").read_bytes())
-    wrong = {c.task: c.source for c in build.read_lesson(SOURCE) if c.kind == "wrong"
-             and c.expect in ("worker-count", "chief-missing")}
+    wrong = {
+        c.task: c.source
+        for c in build.read_lesson(SOURCE)
+        if c.kind == "wrong" and c.expect in ("worker-count", "chief-missing")
+    }
     _submission(folder / "cy.ipynb", {"01.1": wrong["1"], "01.2": wrong["2"]})
     _submission(folder / "cyzh.ipynb", {"01.1": wrong["1"]}, lang="zh")
-    _submission(folder / "di.ipynb", {"01.1": "resolver = strategy = 1\n\ndef broken(:\n    pass",
-                                      "01.2": "x = 1\nraise RuntimeError('lost my notes')"})
-    _submission(folder / "eve.ipynb", {
-        "01.1": "import os\n"
-                f"os.chmod({str(keep)!r}, 0o777)\nos.utime({str(keep)!r}, (0, 0))\nos.remove({str(keep)!r})",
-        "01.2": "while True:\n    pass",
-    })
+    _submission(
+        folder / "di.ipynb",
+        {
+            "01.1": "resolver = strategy = 1\n\ndef broken(:\n    pass",
+            "01.2": "x = 1\nraise RuntimeError('lost my notes')",
+        },
+    )
+    _submission(
+        folder / "eve.ipynb",
+        {
+            "01.1": "import os\n"
+            f"os.chmod({str(keep)!r}, 0o777)\nos.utime({str(keep)!r}, (0, 0))\nos.remove({str(keep)!r})",
+            "01.2": "while True:\n    pass",
+        },
+    )
     _pasted(folder / "paste.ipynb")
     _stripped(folder / "stripped.ipynb")
     for name, attack in FORGERS.items():
@@ -91,22 +102,33 @@ def graded(tmp_path_factory):
     for name, (task, attack) in FORGERS_OF_TASK.items():
         _submission(folder / f"forger-{name}.ipynb", {task: attack})
     _submission(folder / "copier.ipynb", {"01.1": COPY_SOLUTION})
-    _submission(folder / "spy.ipynb", {
-        "01.1": f"raise RuntimeError(open({str(folder / 'ada.ipynb')!r}).read()[:80])",
-        "01.2": "import os\nraise RuntimeError(os.environ.get('PSTUTOR_TEST_SECRET', 'no secret'))",
-        "01.3": "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=5)",
-    })
-    _submission(folder / "vandal.ipynb", {
-        "01.1": "import os, signal\nopen('/dev/shm/left-behind', 'w').write('x')\n"
-                "os.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)",
-        "01.2": "import os, subprocess, sys\n"
-                f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)  # {MARKER}'],"
-                " start_new_session=True)\n"
-                "pid = os.fork()\nif pid == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '301'])\n"
-                "raise RuntimeError('spawned two survivors')",
-    })
-    _submission(folder / "hog.ipynb", {"01.1": "import time\nblocks = []\nfor _ in range(40):\n"
-                                               "    blocks.append(b'x' * (100 << 20))\n    time.sleep(0.05)"})
+    _submission(
+        folder / "spy.ipynb",
+        {
+            "01.1": f"raise RuntimeError(open({str(folder / 'ada.ipynb')!r}).read()[:80])",
+            "01.2": "import os\nraise RuntimeError(os.environ.get('PSTUTOR_TEST_SECRET', 'no secret'))",
+            "01.3": "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=5)",
+        },
+    )
+    _submission(
+        folder / "vandal.ipynb",
+        {
+            "01.1": "import os, signal\nopen('/dev/shm/left-behind', 'w').write('x')\n"
+            "os.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)",
+            "01.2": "import os, subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)  # {MARKER}'],"
+            " start_new_session=True)\n"
+            "pid = os.fork()\nif pid == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '301'])\n"
+            "raise RuntimeError('spawned two survivors')",
+        },
+    )
+    _submission(
+        folder / "hog.ipynb",
+        {
+            "01.1": "import time\nblocks = []\nfor _ in range(40):\n"
+            "    blocks.append(b'x' * (100 << 20))\n    time.sleep(0.05)"
+        },
+    )
     forks = "import subprocess, time\nchildren = [subprocess.Popen(['sleep', '60']) for _ in range(250)]"
     _submission(folder / "forker.ipynb", {"01.1": forks + "\ntime.sleep(30)"})
     _submission(folder / "odd-error.ipynb", {"01.1": ODD_ERROR, "01.2": "SOLUTION"})
@@ -121,17 +143,40 @@ def graded(tmp_path_factory):
     odd = os.open(os.fsencode(folder) + b"/bad\xff\x1b[2J\x1b[31mname.ipynb", os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(odd, build.notebook_path(SOURCE, "en", "exercise").read_bytes())
     os.close(odd)
-    before = {p: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.is_symlink()
-              and p.name != "fifo.ipynb"}
+    before = {
+        p: p.read_bytes()
+        for p in folder.iterdir()
+        if p.is_file() and not p.is_symlink() and p.name != "fifo.ipynb"
+    }
     keep_stat = keep.stat()
     table = teacher / "out" / "grades.csv"
     env = {**clean_env(), "PSTUTOR_TEST_SECRET": SECRET}
     sandboxes_before = set(Path(tempfile.gettempdir()).glob("pstutor-grade-*"))
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "pstutor", "grade", str(folder), "--out", str(table), "--timeout", TIMEOUT,
-         "--jobs", "2", "--memory", "2", "--course", str(ROOT)],
-        capture_output=True, text=True, timeout=3600, env=env, cwd=teacher)
+        [
+            sys.executable,
+            "-m",
+            "pstutor",
+            "grade",
+            str(folder),
+            "--out",
+            str(table),
+            "--timeout",
+            TIMEOUT,
+            "--jobs",
+            "2",
+            "--memory",
+            "2",
+            "--course",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=env,
+        cwd=teacher,
+    )
     print(f"graded {len(before) + 3} submissions in {time.monotonic() - started:.0f} s")
     return result, table, keep, before, keep_stat, sandboxes_before
 
@@ -150,7 +195,10 @@ def test_a_class_is_graded_task_by_task(graded):
     result, table, *_ = graded
     assert result.returncode == 0, result.stderr[-3000:]
     rows = _rows(table)
-    assert _statuses(rows["ada"]) == ["passed"] * 3 and (rows["ada"]["score"], rows["ada"]["max score"]) == ("3", "3")
+    assert _statuses(rows["ada"]) == ["passed"] * 3 and (rows["ada"]["score"], rows["ada"]["max score"]) == (
+        "3",
+        "3",
+    )
     assert rows["ada"]["review"] == "" and rows["ada"]["matched by"] == "metadata"
     assert _statuses(rows["bo"]) == ["not attempted"] * 3 and rows["bo"]["score"] == "0"
     assert _statuses(rows["cy"]) == ["failed", "failed", "not attempted"]
@@ -205,8 +253,10 @@ def test_the_reasons_say_what_the_answer_did(graded):
     assert "the checker did not give" in rows["forger-rebind"]["review"]
     assert "leaves threads running" in rows["forger-thread"]["review"]
     assert "verdict outside the official check" in rows["forger-audit"]["review"]
-    assert "objects of classes it wrote" in rows["forger-imitation"]["review"] \
+    assert (
+        "objects of classes it wrote" in rows["forger-imitation"]["review"]
         or rows["forger-imitation"]["01.3"] == "failed"
+    )
     assert "json.loads changed" in rows["forger-library"]["details"]
 
 
@@ -227,8 +277,11 @@ def test_the_grader_survives_and_nothing_is_left_behind(graded):
     assert "`resolver` is not defined" in vandal["details"] and "spawned two survivors" in vandal["details"]
     assert keep.read_text() == "the teacher's notes"
     after = keep.stat()
-    assert (after.st_mode, after.st_mtime, after.st_uid) == (keep_stat.st_mode, keep_stat.st_mtime,
-                                                             keep_stat.st_uid)
+    assert (after.st_mode, after.st_mtime, after.st_uid) == (
+        keep_stat.st_mode,
+        keep_stat.st_mtime,
+        keep_stat.st_uid,
+    )
     assert {p: p.read_bytes() for p in before} == before
     assert not Path("/dev/shm/left-behind").exists()
     assert sorted(p.name for p in table.parent.iterdir()) == ["grades.csv", "grades.csv.pstutor.json"]
@@ -259,7 +312,7 @@ def test_limits_and_odd_files(graded):
 def test_odd_bytes_odd_trees_and_odd_exits_stop_nobody(graded):
     result, table, *_ = graded
     rows = _rows(table)
-    assert "'=HYPERLINK(\"evil\")" in rows and "'=bob" in rows and "''=bob" in rows
+    assert '\'=HYPERLINK("evil")' in rows and "'=bob" in rows and "''=bob" in rows
     assert "bad\\xff\\x1b[2J\\x1b[31mname" in rows
     odd = rows["odd-error"]
     assert odd["01.1"] == "crashed" and odd["01.2"] == "passed" and "\\x1b[2J" in odd["details"]
@@ -271,11 +324,30 @@ def test_odd_bytes_odd_trees_and_odd_exits_stop_nobody(graded):
 
 @needs_bwrap
 def test_a_flagged_submission_counts_once_the_teacher_accepts_it(graded, tmp_path):
-    result, table, *_ = graded
-    again = run_pstutor("grade", str(table.parent.parent / "submissions"), "--out", str(table), "--timeout",
-                        TIMEOUT, "--jobs", "2", "--memory", "2", "--course", str(ROOT), "--accept", "forger-registry",
-                        cwd=table.parent, timeout=600)
+    _, table, *_ = graded
+    again = run_pstutor(
+        "grade",
+        str(table.parent.parent / "submissions"),
+        "--out",
+        str(table),
+        "--timeout",
+        TIMEOUT,
+        "--jobs",
+        "2",
+        "--memory",
+        "2",
+        "--course",
+        str(ROOT),
+        "--accept",
+        "forger-registry",
+        cwd=table.parent,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert "not run" in again.stdout and "[1/" not in again.stdout  # nothing ran again: the record was read
     row = _rows(table)["forger-registry"]
-    assert row["score"] == "1" and row["01.1"] == "passed" and row["review"].startswith("accepted by the teacher")
+    assert (
+        row["score"] == "1"
+        and row["01.1"] == "passed"
+        and row["review"].startswith("accepted by the teacher")
+    )

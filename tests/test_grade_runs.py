@@ -36,20 +36,23 @@ def _rows(table) -> dict[str, dict[str, str]]:
         return {row[next(iter(row))]: row for row in csv.DictReader(handle)}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--timeout", "1"], "--timeout must be at least 30 seconds"),
-    (["--memory", "0"], "must be a number of GiB, at least 1"),
-    (["--memory", "nan"], "must be a number of GiB, at least 1"),
-    (["--memory", "inf"], "must be a number of GiB, at least 1"),
-    (["--out", ""], "--out needs a file name"),
-    (["--out", "{tmp}"], "is a folder"),
-    (["--out", "{tmp}/notes.txt"], "was not written by pstutor grade"),
-    (["--out", str(ROOT / "exercises/en/01_cluster.ipynb")], "would be read as a submission"),
-    (["--out", "/proc/pstutor/grades.csv"], "cannot write"),
-    (["--accept", "nobody"], "--accept nobody: no submission of that name"),
-    (["--exercise", "42"], "no exercise '42'"),
-    (["--format", "gradescope", "--out", "{tmp}/notes.txt"], "was not written by pstutor grade"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--timeout", "1"], "--timeout must be at least 30 seconds"),
+        (["--memory", "0"], "must be a number of GiB, at least 1"),
+        (["--memory", "nan"], "must be a number of GiB, at least 1"),
+        (["--memory", "inf"], "must be a number of GiB, at least 1"),
+        (["--out", ""], "--out needs a file name"),
+        (["--out", "{tmp}"], "is a folder"),
+        (["--out", "{tmp}/notes.txt"], "was not written by pstutor grade"),
+        (["--out", str(ROOT / "exercises/en/01_cluster.ipynb")], "would be read as a submission"),
+        (["--out", "/proc/pstutor/grades.csv"], "cannot write"),
+        (["--accept", "nobody"], "--accept nobody: no submission of that name"),
+        (["--exercise", "42"], "no exercise '42'"),
+        (["--format", "gradescope", "--out", "{tmp}/notes.txt"], "was not written by pstutor grade"),
+    ],
+)
 def test_bad_settings_and_outputs_are_refused_before_anything_runs(tmp_path, args, message):
     folder = _class(tmp_path / "class", ["a1"])
     notes = tmp_path / "notes.txt"
@@ -60,7 +63,9 @@ def test_bad_settings_and_outputs_are_refused_before_anything_runs(tmp_path, arg
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert message in result.stderr and len(result.stderr.strip().splitlines()) <= 3, result.stderr
     assert "Traceback" not in result.stderr
-    assert sorted(p.name for p in tmp_path.rglob("*")) == before and notes.read_text() == "the teacher's notes"
+    assert (
+        sorted(p.name for p in tmp_path.rglob("*")) == before and notes.read_text() == "the teacher's notes"
+    )
 
 
 def test_grading_outside_a_clone_says_so(tmp_path):
@@ -69,10 +74,13 @@ def test_grading_outside_a_clone_says_so(tmp_path):
     assert result.returncode == 2 and "not inside a clone of the course" in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["/nonexistent/folder"], "is not a folder"),
-    ([str(ROOT / "lessons")], "no .ipynb files"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["/nonexistent/folder"], "is not a folder"),
+        ([str(ROOT / "lessons")], "no .ipynb files"),
+    ],
+)
 def test_bad_grading_input_is_refused_with_the_reason(args, message):
     result = run_pstutor("grade", *args)
     assert result.returncode == 2 and message in result.stderr
@@ -81,17 +89,28 @@ def test_bad_grading_input_is_refused_with_the_reason(args, message):
 def test_without_bubblewrap_the_grader_refuses_and_says_what_to_install(tmp_path):
     (tmp_path / "a.ipynb").write_bytes(build.notebook_path(SOURCE, "en", "exercise").read_bytes())
     env = {**clean_env(), "PATH": str(Path(sys.executable).parent)}  # no bwrap on this PATH
-    result = subprocess.run([sys.executable, "-m", "pstutor", "grade", str(tmp_path), "--out",
-                             str(tmp_path / "g.csv")], capture_output=True, text=True, env=env, cwd=ROOT,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pstutor", "grade", str(tmp_path), "--out", str(tmp_path / "g.csv")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     assert "install bubblewrap" in result.stderr and "--no-sandbox" in result.stderr
     assert not (tmp_path / "g.csv").exists()
 
 
 def _start(command: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-                            start_new_session=True)
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        start_new_session=True,
+    )
 
 
 def _stop(grader: subprocess.Popen, sig: int) -> str:
@@ -109,8 +128,19 @@ def _stop(grader: subprocess.Popen, sig: int) -> str:
 def test_a_stopped_grading_keeps_its_results_and_a_rerun_continues(tmp_path):
     folder = _class(tmp_path / "class")
     table = tmp_path / "grades.csv"
-    command = [sys.executable, "-m", "pstutor", "grade", str(folder), "--out", str(table), "--jobs", "1",
-               "--course", str(ROOT)]
+    command = [
+        sys.executable,
+        "-m",
+        "pstutor",
+        "grade",
+        str(folder),
+        "--out",
+        str(table),
+        "--jobs",
+        "1",
+        "--course",
+        str(ROOT),
+    ]
     grader = _start(command)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and len(_rows(table) if table.exists() else {}) < 1:
@@ -132,11 +162,26 @@ def test_a_stopped_grading_keeps_its_results_and_a_rerun_continues(tmp_path):
 def test_a_plain_kill_leaves_no_verdict_no_folder_and_no_process(tmp_path):
     folder = _class(tmp_path / "class", ["k1", "k2"])
     table = tmp_path / "grades.csv"
-    grader = _start([sys.executable, "-m", "pstutor", "grade", str(folder), "--out", str(table), "--jobs", "2",
-                     "--course", str(ROOT)])
+    grader = _start(
+        [
+            sys.executable,
+            "-m",
+            "pstutor",
+            "grade",
+            str(folder),
+            "--out",
+            str(table),
+            "--jobs",
+            "2",
+            "--course",
+            str(ROOT),
+        ]
+    )
     pattern = f"pstutor-grade-{grader.pid}-*"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list(Path(tempfile.gettempdir()).glob(f"{pattern}/connection.json")):
+    while time.monotonic() < deadline and not list(
+        Path(tempfile.gettempdir()).glob(f"{pattern}/connection.json")
+    ):
         time.sleep(0.2)
     time.sleep(3)  # the kernels are starting: the worst moment to be killed
     err = _stop(grader, signal.SIGTERM)
@@ -152,8 +197,9 @@ def test_a_plain_kill_leaves_no_verdict_no_folder_and_no_process(tmp_path):
 def test_a_chinese_table_is_chinese_throughout(tmp_path):
     folder = _class(tmp_path / "class", ["学生甲"])
     table = tmp_path / "成绩.csv"
-    result = run_pstutor("--lang", "zh", "grade", str(folder), "--out", str(table), "--course", str(ROOT),
-                         timeout=600)
+    result = run_pstutor(
+        "--lang", "zh", "grade", str(folder), "--out", str(table), "--course", str(ROOT), timeout=600
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     header = table.read_text(encoding="utf-8").splitlines()[0]
     assert header.startswith("学生,练习,语言,识别方式,得分,满分,秒数,人工查看") and "详细信息" in header
@@ -165,19 +211,45 @@ def test_a_chinese_table_is_chinese_throughout(tmp_path):
 @needs_bwrap
 def test_gradescope_and_prairielearn_results_of_one_submission(tmp_path):
     folder = _class(tmp_path / "submission", ["mine"], variant="solution")
-    schemas = {"gradescope": json.loads((SCHEMAS / "gradescope-results.json").read_text()),
-               "prairielearn": json.loads((SCHEMAS / "prairielearn-results.json").read_text())}
+    schemas = {
+        "gradescope": json.loads((SCHEMAS / "gradescope-results.json").read_text()),
+        "prairielearn": json.loads((SCHEMAS / "prairielearn-results.json").read_text()),
+    }
     for format, schema in schemas.items():
         out = tmp_path / format / "results.json"
-        result = run_pstutor("grade", str(folder), "--format", format, "--exercise", "01", "--out", str(out),
-                             "--course", str(ROOT), timeout=600)
+        result = run_pstutor(
+            "grade",
+            str(folder),
+            "--format",
+            format,
+            "--exercise",
+            "01",
+            "--out",
+            str(out),
+            "--course",
+            str(ROOT),
+            timeout=600,
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         payload = json.loads(out.read_text(encoding="utf-8"))
         jsonschema.validate(payload, schema)
         assert payload["score"] == (3 if format == "gradescope" else 1.0)
     (folder / "other.ipynb").write_text("{}")  # two notebooks: the student must submit one
     out = tmp_path / "two" / "results.json"
-    result = run_pstutor("grade", str(folder), "--format", "prairielearn", "--out", str(out), "--course",
-                         str(ROOT), timeout=300)
+    result = run_pstutor(
+        "grade",
+        str(folder),
+        "--format",
+        "prairielearn",
+        "--out",
+        str(out),
+        "--course",
+        str(ROOT),
+        timeout=300,
+    )
     payload = json.loads(out.read_text(encoding="utf-8"))
-    assert result.returncode == 0 and payload["gradable"] is False and "exactly one" in payload["format_errors"][0]
+    assert (
+        result.returncode == 0
+        and payload["gradable"] is False
+        and "exactly one" in payload["format_errors"][0]
+    )

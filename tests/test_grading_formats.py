@@ -12,10 +12,19 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pstutor.grading import export, record
 from pstutor.grading import escape as safe
+from pstutor.grading import export, record
 from pstutor.grading.model import (
-    CRASHED, FAILED, FAILED_TO_GRADE, GRADED, NOT_ATTEMPTED, PASSED, REFUSED, StudentResult, TaskResult, text,
+    CRASHED,
+    FAILED,
+    FAILED_TO_GRADE,
+    GRADED,
+    NOT_ATTEMPTED,
+    PASSED,
+    REFUSED,
+    StudentResult,
+    TaskResult,
+    text,
 )
 from pstutor.language import set_language
 from pstutor.tables import text_width
@@ -28,25 +37,45 @@ CANVAS_HEADER = CANVAS["x-header"]
 
 
 def _tasks(*statuses, review=()):
-    return {f"03.{i + 1}": TaskResult(f"03.{i + 1}", status,
-                                      text("✗ it ends — repeat it", "✗ 它会结束——重复它") if status == FAILED else {},
-                                      list(review) if i == 0 else [], [f"03.{i + 1}: sys._getframe"] if review and i == 0
-                                      else [])
-            for i, status in enumerate(statuses)}
+    return {
+        f"03.{i + 1}": TaskResult(
+            f"03.{i + 1}",
+            status,
+            text("✗ it ends — repeat it", "✗ 它会结束——重复它") if status == FAILED else {},
+            list(review) if i == 0 else [],
+            [f"03.{i + 1}: sys._getframe"] if review and i == 0 else [],
+        )
+        for i, status in enumerate(statuses)
+    }
 
 
 def _class():
     return [
         StudentResult("ada", "03_model_fit", "en", "metadata", GRADED, _tasks(PASSED, PASSED), seconds=12),
         StudentResult("bo", "03_model_fit", "zh", "content", GRADED, _tasks(PASSED, FAILED), seconds=9),
-        StudentResult("forger", "03_model_fit", "en", "metadata", GRADED,
-                      _tasks(PASSED, PASSED, review=["introspection"]), seconds=8),
-        StudentResult("=cmd|' /C calc'!A0", "03_model_fit", "en", "metadata", GRADED, _tasks(CRASHED, NOT_ATTEMPTED)),
+        StudentResult(
+            "forger",
+            "03_model_fit",
+            "en",
+            "metadata",
+            GRADED,
+            _tasks(PASSED, PASSED, review=["introspection"]),
+            seconds=8,
+        ),
+        StudentResult(
+            "=cmd|' /C calc'!A0", "03_model_fit", "en", "metadata", GRADED, _tasks(CRASHED, NOT_ATTEMPTED)
+        ),
         StudentResult("bad\udcff\x1b[2Jname", state=REFUSED, problem=text("not a notebook", "不是笔记本")),
         StudentResult("'=bob", "03_model_fit", "en", "metadata", GRADED, _tasks(PASSED, PASSED)),
         StudentResult("=bob", "03_model_fit", "en", "metadata", GRADED, _tasks(PASSED, PASSED)),
-        StudentResult("lost", "03_model_fit", "en", "metadata", FAILED_TO_GRADE,
-                      problem=text("the grader could not run it: OSError", "评分程序无法运行它：OSError")),
+        StudentResult(
+            "lost",
+            "03_model_fit",
+            "en",
+            "metadata",
+            FAILED_TO_GRADE,
+            problem=text("the grader could not run it: OSError", "评分程序无法运行它：OSError"),
+        ),
     ]
 
 
@@ -74,7 +103,10 @@ def test_gradescope_results_follow_its_specification():
     for result in _class():
         payload = json.loads(export.gradescope_json(result))
         jsonschema.validate(payload, GRADESCOPE)
-        assert payload["extra_data"][record.MARK]["student"] == result.student.encode("utf-8", "backslashreplace").decode()
+        assert (
+            payload["extra_data"][record.MARK]["student"]
+            == result.student.encode("utf-8", "backslashreplace").decode()
+        )
     zh = json.loads(export.gradescope_json(_class()[1]))  # the student's notebook language
     assert zh["tests"][1]["name"] == "任务 03.2" and "重复它" in zh["tests"][1]["output"]
     with pytest.raises(jsonschema.ValidationError):  # the schema does catch a wrong field
@@ -94,9 +126,15 @@ def test_prairielearn_results_follow_its_documentation():
 
 
 def test_the_canvas_gradebook_has_canvas_columns_and_one_column_per_exercise():
-    results = _class() + [StudentResult("ada", "04_custom_loop", "en", "metadata", GRADED,
-                                        {"04.1": TaskResult("04.1", PASSED)})]
-    data = export.canvas_csv(results, {"03_model_fit": "Exercise 3: Model.fit", "04_custom_loop": "Exercise 4"})
+    results = [
+        *_class(),
+        StudentResult(
+            "ada", "04_custom_loop", "en", "metadata", GRADED, {"04.1": TaskResult("04.1", PASSED)}
+        ),
+    ]
+    data = export.canvas_csv(
+        results, {"03_model_fit": "Exercise 3: Model.fit", "04_custom_loop": "Exercise 4"}
+    )
     header = next(csv.reader(io.StringIO(data.decode())))
     assert header == [*CANVAS_HEADER, "Exercise 3: Model.fit", "Exercise 4"]
     rows = _rows(data)
@@ -128,15 +166,21 @@ def test_a_chinese_table_is_chinese_and_aligned():
     finally:
         set_language("en")
     header = data.splitlines()[0]
-    assert header.startswith("学生,练习,语言,识别方式,得分,满分,秒数,人工查看") and header.endswith("详细信息")
+    assert header.startswith("学生,练习,语言,识别方式,得分,满分,秒数,人工查看") and header.endswith(
+        "详细信息"
+    )
     for english in ("passed", "failed", "needs review", "not attempted", "crashed", "metadata", "student"):
         assert english not in data.replace("✗ it ends", ""), english
     assert "通过" in data and "待人工查看" in data and "需要人工查看" in data
     lines = screen.splitlines()
     table = lines[: len(_class()) + 1]
-    assert table[0].split()[:4] == ["学生", "得分", "03.1", "03.2"] and all("\x1b" not in line for line in lines)
-    starts = {text_width(found.group(1)) + len(found.group(2))
-              for found in (re.match(r"(\S+)(\s+)", line) for line in table[:4])}  # names without spaces
+    assert table[0].split()[:4] == ["学生", "得分", "03.1", "03.2"] and all(
+        "\x1b" not in line for line in lines
+    )
+    starts = {
+        text_width(found.group(1)) + len(found.group(2))
+        for found in (re.match(r"(\S+)(\s+)", line) for line in table[:4])
+    }  # names without spaces
     assert len(starts) == 1  # the score column starts at the same display column in every row
     assert "未通过" in screen and "未能评分" in screen and "等待人工查看" in screen
 

@@ -52,8 +52,11 @@ def test_answers_pasted_into_a_fresh_notebook_are_the_same_answers(tmp_path):
     """Only the answer and check cells, in a new notebook with no title and no metadata at all."""
     solution = build.render(SOURCE, "en", "solution")
     code = [c for c in solution.cells if c.cell_type == "code"]
-    kept = [cell for index, cell in enumerate(code) if metadata.tasks_of(cell)
-            or (index and metadata.tasks_of(code[index - 1]))]
+    kept = [
+        cell
+        for index, cell in enumerate(code)
+        if metadata.tasks_of(cell) or (index and metadata.tasks_of(code[index - 1]))
+    ]
     fresh = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source) for cell in kept])
     nbformat.write(fresh, tmp_path / "fresh.ipynb")
     found = identify(tmp_path / "fresh.ipynb", EXERCISES)
@@ -81,14 +84,18 @@ def test_an_old_release_copy_is_read_as_schema_1(tmp_path):
     assert identify(tmp_path / "old.ipynb", EXERCISES).matched == "metadata"
 
 
-@pytest.mark.parametrize("cells, reason", [
-    ([], "not recognised"),
-    (["import pstutor\npstutor.check(\"03.1\", a=1)", "pstutor.check(\"01.2\", b=2)"], "exercises 01, 03"),
-    (["pstutor.check(\"42.1\", a=1)"], "no exercise 42"),
-])
+@pytest.mark.parametrize(
+    "cells, reason",
+    [
+        ([], "not recognised"),
+        (['import pstutor\npstutor.check("03.1", a=1)', 'pstutor.check("01.2", b=2)'], "exercises 01, 03"),
+        (['pstutor.check("42.1", a=1)'], "no exercise 42"),
+    ],
+)
 def test_a_notebook_that_matches_no_exercise_or_two_is_invalid(tmp_path, cells, reason):
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]),
-                   tmp_path / "n.ipynb")
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), tmp_path / "n.ipynb"
+    )
     with pytest.raises(Invalid) as caught:
         identify(tmp_path / "n.ipynb", EXERCISES)
     assert reason in caught.value.reason["en"] and caught.value.reason["zh"]
@@ -99,16 +106,22 @@ def test_another_exercise_than_the_assignment_is_invalid(tmp_path):
         identify(build.notebook_path(SOURCE, "en", "solution"), EXERCISES, only="01")
 
 
-@pytest.mark.parametrize("make, reason", [
-    (lambda p: p.write_bytes(b"[" * 100_000 + b"]" * 100_000), "nested deeper"),
-    (lambda p: p.write_bytes(b'{"cells": [' + b"0," * 1_200_000 + b"0]}"), "JSON values"),
-    (lambda p: p.write_bytes(b" " * (MAX_NOTEBOOK_BYTES + 1)), "larger than"),
-    (lambda p: p.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ""}] * 2001})), "2000 cells"),
-    (lambda p: p.write_bytes(b"\xff\xfe not json"), "not JSON"),
-    (lambda p: p.write_text("[1, 2, 3]"), "no list of cells"),
-    (lambda p: os.mkfifo(p), "not a regular file"),
-    (lambda p: p.symlink_to("/etc/passwd"), "not a regular file"),
-])
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda p: p.write_bytes(b"[" * 100_000 + b"]" * 100_000), "nested deeper"),
+        (lambda p: p.write_bytes(b'{"cells": [' + b"0," * 1_200_000 + b"0]}"), "JSON values"),
+        (lambda p: p.write_bytes(b" " * (MAX_NOTEBOOK_BYTES + 1)), "larger than"),
+        (
+            lambda p: p.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ""}] * 2001})),
+            "2000 cells",
+        ),
+        (lambda p: p.write_bytes(b"\xff\xfe not json"), "not JSON"),
+        (lambda p: p.write_text("[1, 2, 3]"), "no list of cells"),
+        (lambda p: os.mkfifo(p), "not a regular file"),
+        (lambda p: p.symlink_to("/etc/passwd"), "not a regular file"),
+    ],
+)
 def test_files_no_notebook_looks_like_are_refused_before_parsing(tmp_path, make, reason):
     path = tmp_path / "odd.ipynb"
     make(path)

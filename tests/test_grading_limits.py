@@ -20,8 +20,10 @@ from pstutor.grading.limits import TASK_LIMIT, Limits
 from pstutor.sandbox import bwrap
 
 SOURCE = ROOT / "lessons" / "exercises" / "01_cluster.md"
-V1 = all(Path(f"/sys/fs/cgroup/{name}").is_dir() for name in ("memory", "pids", "cpu", "cpuset")) \
+V1 = (
+    all(Path(f"/sys/fs/cgroup/{name}").is_dir() for name in ("memory", "pids", "cpu", "cpuset"))
     and os.geteuid() == 0
+)
 needs_bwrap = pytest.mark.skipif(bwrap() is None, reason="needs bubblewrap (apt-get install bubblewrap)")
 
 
@@ -79,11 +81,22 @@ def test_cgroup_v1_limits_hold_a_process_and_are_removed():
             memory = next(folder for folder in slot.cgroups if "/memory/" in str(folder))
             assert (memory / "memory.limit_in_bytes").read_text().strip() == str(1 << 30)
             cpuset = next(folder for folder in slot.cgroups if "/cpuset/" in str(folder))
-            assert (cpuset / "cpuset.cpus").read_text().strip() == ",".join(map(str, slot.cpus)) or \
-                len(slot.cpus) > 1
-            child = subprocess.Popen([sys.executable, "-m", "pstutor.sandbox", "--no-walls",
-                                      *(f"--cgroup={folder}" for folder in slot.cgroups), "/tmp", "--",
-                                      "sleep", "30"])
+            assert (cpuset / "cpuset.cpus").read_text().strip() == ",".join(map(str, slot.cpus)) or len(
+                slot.cpus
+            ) > 1
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "pstutor.sandbox",
+                    "--no-walls",
+                    *(f"--cgroup={folder}" for folder in slot.cgroups),
+                    "/tmp",
+                    "--",
+                    "sleep",
+                    "30",
+                ]
+            )
             deadline = time.monotonic() + 10
             while child.pid not in [int(p) for p in (memory / "cgroup.procs").read_text().split()]:
                 assert time.monotonic() < deadline
@@ -111,14 +124,38 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
     folder.mkdir()
     for name in ("ada", "bea"):
         (folder / f"{name}.ipynb").write_bytes(build.notebook_path(SOURCE, "en", "solution").read_bytes())
-    for name, attack in (("cpu", CPU_HOG), ("shm", SHARED_MEMORY), ("threads", THREAD_FLOOD),
-                         ("output", OUTPUT_FLOOD)):
+    for name, attack in (
+        ("cpu", CPU_HOG),
+        ("shm", SHARED_MEMORY),
+        ("threads", THREAD_FLOOD),
+        ("output", OUTPUT_FLOOD),
+    ):
         _submission(folder / f"hog-{name}.ipynb", {"01.1": attack})
     table = tmp_path / "grades.csv"
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "pstutor", "grade", str(folder), "--out", str(table),
-                             "--jobs", "2", "--timeout", "150", "--memory", "2", "--course", str(ROOT)],
-                            capture_output=True, text=True, timeout=1800, env=clean_env())
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pstutor",
+            "grade",
+            str(folder),
+            "--out",
+            str(table),
+            "--jobs",
+            "2",
+            "--timeout",
+            "150",
+            "--memory",
+            "2",
+            "--course",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=clean_env(),
+    )
     print(f"graded 6 submissions beside hogs in {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, result.stderr[-3000:]
     with open(table, encoding="utf-8") as handle:

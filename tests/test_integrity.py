@@ -24,8 +24,10 @@ def _rounds(source) -> list[dict[str, str]]:
     for cell in build.read_lesson(source):
         if cell.kind == "right":
             per_task.setdefault(cell.task, []).append(cell.source)
-    return [{task: answers[i] for task, answers in per_task.items() if i < len(answers)}
-            for i in range(max(map(len, per_task.values())))]
+    return [
+        {task: answers[i] for task, answers in per_task.items() if i < len(answers)}
+        for i in range(max(map(len, per_task.values())))
+    ]
 
 
 @needs_bwrap
@@ -35,11 +37,31 @@ def test_no_solution_and_no_correct_alternative_is_flagged(source, tmp_path):
     folder.mkdir()
     (folder / "solution.ipynb").write_bytes(build.notebook_path(source, "zh", "solution").read_bytes())
     for index, answers in enumerate(_rounds(source)):
-        nbformat.write(build.render(source, "en", "solution", answers=answers), folder / f"right-{index + 1}.ipynb")
+        nbformat.write(
+            build.render(source, "en", "solution", answers=answers), folder / f"right-{index + 1}.ipynb"
+        )
     table = tmp_path / "grades.csv"
-    result = subprocess.run([sys.executable, "-m", "pstutor", "grade", str(folder), "--out", str(table),
-                             "--jobs", "2", "--timeout", "600", "--course", str(ROOT)],
-                            capture_output=True, text=True, timeout=3600, env=clean_env())
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pstutor",
+            "grade",
+            str(folder),
+            "--out",
+            str(table),
+            "--jobs",
+            "2",
+            "--timeout",
+            "600",
+            "--course",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=clean_env(),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(table, encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))

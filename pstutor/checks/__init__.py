@@ -61,7 +61,7 @@ class Result:
     hint: str = ""
     hint_id: str = ""
     details: tuple[Text, Text] | None = None  # (what was found, hint) in both languages, for the grader
-    sealed: dict | None = dataclasses.field(default=None, compare=False)  # the record as a graded kernel sealed it
+    sealed: dict | None = dataclasses.field(default=None, compare=False)  # as a graded kernel sealed it
 
     def text(self) -> str:
         """The verdict as a few lines of text."""

@@ -108,11 +108,13 @@ def computed_on_worker_1(counter, doubled) -> None:
 
     expect(genuine(counter, tf.Variable),
            ("`counter` is a tf.Variable", "`counter` 是 tf.Variable"), "variable",
-           ("create it with tf.Variable(5) under strategy.scope()", "在 strategy.scope() 下用 tf.Variable(5) 创建它"),
+           ("create it with tf.Variable(5) under strategy.scope()",
+            "在 strategy.scope() 下用 tf.Variable(5) 创建它"),
            (f"`counter` is a {type(counter).__name__}", f"`counter` 是 {type(counter).__name__}"))
     expect(genuine(doubled, tf.Tensor),
            ("`doubled` is a tensor", "`doubled` 是张量"), "tensor",
-           ("compute it from the variable with TensorFlow: counter * 2", "用 TensorFlow 由变量算出它：counter * 2"),
+           ("compute it from the variable with TensorFlow: counter * 2",
+            "用 TensorFlow 由变量算出它：counter * 2"),
            (f"`doubled` is a {type(doubled).__name__}", f"`doubled` 是 {type(doubled).__name__}"))
     expect("/job:ps/" in counter.device,
            ("`counter` lives on the parameter server", "`counter` 存放在参数服务器上"), "on-ps",

@@ -40,7 +40,8 @@ def fit_on_the_cluster(dataset, model, history) -> None:
            "architecture",
            ("build exactly the layers the task lists: relu in the first, no activation in the last "
             "(its outputs are the logits the loss expects)",
-            "严格按任务列出的层来构建：第一层用 relu，最后一层不用激活函数（它的输出就是损失函数需要的 logits）"),
+            "严格按任务列出的层来构建：第一层用 relu，"
+            "最后一层不用激活函数（它的输出就是损失函数需要的 logits）"),
            (f"its layers are {_layers(kinds)}, with weights of the shapes {shapes}",
             f"它的层是 {_layers(kinds)}，权重形状是 {shapes}"))
     devices = {getattr(v, "device", "") for v in model.variables}
@@ -112,8 +113,8 @@ def _activation(dense: list) -> str:
 
 def _layers(kinds: list) -> str:
     """Layers as `Dense(16, relu) → Dropout`, for a failure line."""
-    return " → ".join(f"{name}({units}, {activation})" if units else name for name, units, activation in kinds) \
-        or "none"
+    shown = [f"{name}({units}, {activation})" if units else name for name, units, activation in kinds]
+    return " → ".join(shown) or "none"
 
 
 def _first_batch_of_each_worker(dataset, strategy) -> list:
@@ -154,7 +155,8 @@ def resumed_run(make_callbacks, resumed_model, history, log_dir, checkpoint_dir,
             "served", "重启后的协调器会重新创建回调；回调会保留上一次训练留下的状态"),
            ("two calls gave back " + ("the same callbacks" if isinstance(first, list) else
                                       f"a {type(first).__name__}, not a list"),
-            "两次调用返回了" + ("同样的回调" if isinstance(first, list) else f"一个 {type(first).__name__}，而不是列表")))
+            "两次调用返回了"
+            + ("同样的回调" if isinstance(first, list) else f"一个 {type(first).__name__}，而不是列表")))
     saver = [item for item in first if genuine(item, tf.keras.callbacks.ModelCheckpoint)]
     wanted_path = os.path.normpath(os.path.join(checkpoint_dir, "weights-{epoch:02d}"))
     expect(len(saver) == 1 and saver[0].save_weights_only and saver[0].save_freq == "epoch"
@@ -174,7 +176,8 @@ def resumed_run(make_callbacks, resumed_model, history, log_dir, checkpoint_dir,
             + (f"，写入 {boards[0].log_dir}" if boards else "")))
     backups = [item for item in first if genuine(item, tf.keras.callbacks.BackupAndRestore)]
     expect(len(backups) == 1 and os.path.normpath(backups[0].backup_dir) == os.path.normpath(backup_dir),
-           ("one BackupAndRestore keeps its backup in backup_dir", "一个 BackupAndRestore 把备份保存在 backup_dir"),
+           ("one BackupAndRestore keeps its backup in backup_dir",
+            "一个 BackupAndRestore 把备份保存在 backup_dir"),
            "restore",
            ("a fresh model resumes only through BackupAndRestore, with the backup_dir the first run "
             "wrote to",
@@ -241,7 +244,8 @@ def _saver_found(savers: list, wanted: str) -> tuple[str, str]:
     if not saver.save_weights_only:
         return "it saves the whole model, not only the weights", "它保存的是整个模型，而不只是权重"
     if saver.save_best_only:
-        return "it saves only when the loss improves (save_best_only)", "它只在损失变好时保存（save_best_only）"
+        return ("it saves only when the loss improves (save_best_only)",
+                "它只在损失变好时保存（save_best_only）")
     if saver.save_freq != "epoch":
         return f"it saves every {saver.save_freq} batches", f"它每 {saver.save_freq} 个批次保存一次"
     return f"it saves to {saver.filepath}, not {wanted}", f"它保存到 {saver.filepath}，而不是 {wanted}"

@@ -23,7 +23,8 @@ def per_worker_pipeline(word_lookup, label_lookup, dataset_fn, per_worker_datase
     vocabularies = [_vocabulary(layer) for layer in (word_lookup, label_lookup)]
     wanted = [["[UNK]", *sorted(WORDS)], ["no", "yes"]]
     expect(vocabularies == wanted,
-           ("the layers map the words and the labels to the task's ids", "两个层把词和标签映射为任务要求的编号"),
+           ("the layers map the words and the labels to the task's ids",
+            "两个层把词和标签映射为任务要求的编号"),
            "vocabulary",
            ("word_lookup: the `vocabulary` above, no mask token; label_lookup: exactly [\"no\", \"yes\"], "
             "no out-of-vocabulary slot, no mask token — so that \"no\" is 0 and \"yes\" is 1",
@@ -81,14 +82,17 @@ def per_worker_pipeline(word_lookup, label_lookup, dataset_fn, per_worker_datase
            ("ask the input context for the per-replica batch size", "向输入上下文询问每个副本的批次大小"),
            (f"with 2 replicas in sync your dataset_fn gives batches of {share}, one replica's share is "
             f"{GLOBAL_BATCH_SIZE // 2}",
-            f"有 2 个同步副本时，你的 dataset_fn 给出的批次大小是 {share}，一个副本的份额是 {GLOBAL_BATCH_SIZE // 2}"))
+            f"有 2 个同步副本时，你的 dataset_fn 给出的批次大小是 {share}，"
+            f"一个副本的份额是 {GLOBAL_BATCH_SIZE // 2}"))
     firsts = _first_batch_of_each_worker(per_worker_dataset, coordinator)
     expect(any(not (first == firsts[0]).all() for first in firsts[1:]),
            ("every worker reads the examples in an order of its own", "每个工作进程按各自的顺序读取样本"),
            "shuffle",
-           ("shuffle the examples in dataset_fn (without a fixed seed, or every worker rebuilds the same order)",
+           ("shuffle the examples in dataset_fn (without a fixed seed, or every worker rebuilds the same "
+            "order)",
             "在 dataset_fn 中打乱样本（不要固定 seed，否则每个工作进程都会重建出同样的顺序）"),
-           (f"all {len(firsts)} workers read the same first batch", f"{len(firsts)} 个工作进程读到的第一个批次完全相同"))
+           (f"all {len(firsts)} workers read the same first batch",
+            f"{len(firsts)} 个工作进程读到的第一个批次完全相同"))
     expect(0 <= top_word < VOCABULARY_SIZE and 0 <= top_label <= 1,
            ("the batches hold ids from the two vocabularies", "批次中是两个词表里的编号"), "elements",
            ("look up the words with word_lookup and the labels with label_lookup",
@@ -229,7 +233,8 @@ def _first_batch_of_each_worker(per_worker_dataset, coordinator) -> list:
         return next(iterator)[0]
 
     # Worker.create_resource runs on that very worker, with its slice of the per-worker iterator.
-    return [worker.create_resource(first_words, args=(iterator,)).fetch() for worker in coordinator._cluster.workers]
+    workers = coordinator._cluster.workers
+    return [worker.create_resource(first_words, args=(iterator,)).fetch() for worker in workers]
 
 
 def _count_batches():

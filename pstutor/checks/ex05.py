@@ -38,7 +38,8 @@ def context_of_this_strategy(contexts, dataset_fn, per_worker_dataset, coordinat
     # The pipeline dataset_fn returns for a job with 2 replicas per worker (here each worker has one,
     # so a batch of all of BATCH_SIZE would look right); the contexts it appends are not the strategy's.
     before = len(contexts)
-    made = dataset_fn(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2))
+    two = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2)
+    made = dataset_fn(two)
     del contexts[before:]
     made = made if genuine(made, tf.data.Dataset) else None
     first = [int(i) for i in next(iter(made))] if made is not None else []
@@ -49,7 +50,8 @@ def context_of_this_strategy(contexts, dataset_fn, per_worker_dataset, coordinat
            ("ask the input context for the per-replica batch size", "向输入上下文询问每个副本的批次大小"),
            (f"with 2 replicas in sync a batch has {len(first)} ids, one replica's share of BATCH_SIZE is "
             f"{BATCH_SIZE // 2}",
-            f"有 2 个同步副本时，一个批次有 {len(first)} 个编号，一个副本在 BATCH_SIZE 中的份额是 {BATCH_SIZE // 2} 个"))
+            f"有 2 个同步副本时，一个批次有 {len(first)} 个编号，"
+            f"一个副本在 BATCH_SIZE 中的份额是 {BATCH_SIZE // 2} 个"))
     endless = made.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
     expect(endless and count == 2 * READ_BATCHES,
            ("a worker can read past the end of the data", "工作进程可以读过数据的末尾"), "repeat",
@@ -60,7 +62,8 @@ def context_of_this_strategy(contexts, dataset_fn, per_worker_dataset, coordinat
     expect(first != list(range(len(first))),
            ("the ids come shuffled", "编号是打乱后给出的"), "shuffle",
            ("shuffle the ids in dataset_fn", "在 dataset_fn 中打乱编号"),
-           (f"the first batch is {first}, in the order of the data", f"第一个批次是 {first}，与数据的顺序相同"))
+           (f"the first batch is {first}, in the order of the data",
+            f"第一个批次是 {first}，与数据的顺序相同"))
 
 
 @task("05.2")

@@ -55,21 +55,33 @@ class AutograderError(ValueError):
 def write_gradescope(out: Path, *, exercise: str, course: Path | None = None) -> list[Path]:
     """Write setup.sh, run_autograder and course/ into `out` (a new or empty folder)."""
     course = find_course(course)
-    matches = sorted({path.stem for lang in LANGUAGES
-                      for path in (course / "exercises" / lang).glob(f"{exercise}*.ipynb")})
+    matches = sorted(
+        {path.stem for lang in LANGUAGES for path in (course / "exercises" / lang).glob(f"{exercise}*.ipynb")}
+    )
     if len(matches) != 1:
-        raise AutograderError(say(f"--exercise {exercise}: {'no' if not matches else 'more than one'} exercise "
-                                  "of this course matches", f"--exercise {exercise}：本课程中"
-                                  f"{'没有' if not matches else '有多个'}练习与之匹配"))
+        raise AutograderError(
+            say(
+                f"--exercise {exercise}: {'no' if not matches else 'more than one'} exercise "
+                "of this course matches",
+                f"--exercise {exercise}：本课程中{'没有' if not matches else '有多个'}练习与之匹配",
+            )
+        )
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise AutograderError(say(f"{out} exists and is not an empty folder: choose a new one",
-                                  f"{out} 已存在且不是空文件夹：请换一个新的"))
+        raise AutograderError(
+            say(
+                f"{out} exists and is not an empty folder: choose a new one",
+                f"{out} 已存在且不是空文件夹：请换一个新的",
+            )
+        )
     source = matches[0]
     pub = publication(course)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, body in (("setup.sh", SETUP.format(**pub)), ("run_autograder", RUN.format(exercise=source[:2]))):
+    for name, body in (
+        ("setup.sh", SETUP.format(**pub)),
+        ("run_autograder", RUN.format(exercise=source[:2])),
+    ):
         path = out / name
         path.write_text(body, encoding="utf-8")
         os.chmod(path, 0o755)

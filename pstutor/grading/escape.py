@@ -25,8 +25,12 @@ def _escaped(char: str) -> str:
 
 def visible(value: str, *, keep_lines: bool = False) -> str:
     """`value` with every control, format or undecodable character written as an escape."""
-    return "".join(char if (keep_lines and char == "\n") or unicodedata.category(char) not in _INVISIBLE
-                   else _escaped(char) for char in str(value))
+    return "".join(
+        char
+        if (keep_lines and char == "\n") or unicodedata.category(char) not in _INVISIBLE
+        else _escaped(char)
+        for char in str(value)
+    )
 
 
 def name(student: str) -> str:

@@ -22,7 +22,14 @@ import json
 
 from pstutor.grading import escape as safe
 from pstutor.grading.model import (
-    FAILED_TO_GRADE, INVALID, PASSED, REFUSED, StudentResult, TaskResult, shown, status_word,
+    FAILED_TO_GRADE,
+    INVALID,
+    PASSED,
+    REFUSED,
+    StudentResult,
+    TaskResult,
+    shown,
+    status_word,
 )
 from pstutor.grading.record import MARK
 from pstutor.grading.review import evidence_text, reason_text, review_text
@@ -31,8 +38,11 @@ from pstutor.tables import align
 
 FORMATS = ("csv", "canvas", "gradescope", "prairielearn")
 _NEEDS_REVIEW = {"en": "needs review", "zh": "待人工查看"}
-_MATCHED = {"metadata": ("metadata", "元数据"), "content": ("content", "内容"),
-            "metadata+content": ("metadata and content", "元数据和内容")}
+_MATCHED = {
+    "metadata": ("metadata", "元数据"),
+    "content": ("content", "内容"),
+    "metadata+content": ("metadata and content", "元数据和内容"),
+}
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 
 
@@ -76,24 +86,54 @@ def all_tasks(results: list[StudentResult]) -> list[str]:
 
 def course_csv(results: list[StudentResult], tasks: list[str]) -> bytes:
     """The course's table: one row per graded submission."""
-    headers = [say("student", "学生"), say("exercise", "练习"), say("language", "语言"),
-               say("matched by", "识别方式"), say("score", "得分"), say("max score", "满分"),
-               say("seconds", "秒数"), say("review", "人工查看"), *tasks, say("details", "详细信息")]
+    headers = [
+        say("student", "学生"),
+        say("exercise", "练习"),
+        say("language", "语言"),
+        say("matched by", "识别方式"),
+        say("score", "得分"),
+        say("max score", "满分"),
+        say("seconds", "秒数"),
+        say("review", "人工查看"),
+        *tasks,
+        say("details", "详细信息"),
+    ]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(headers)
     for result in results:
         if result.state == REFUSED:
-            row = [result.exercise, result.language, "", "0", "", "", "", *[status_word(INVALID)] * len(tasks)]
+            row = [
+                result.exercise,
+                result.language,
+                "",
+                "0",
+                "",
+                "",
+                "",
+                *[status_word(INVALID)] * len(tasks),
+            ]
         elif result.state == FAILED_TO_GRADE:
             row = [result.exercise, result.language, "", "", "", "", "", *[""] * len(tasks)]
         else:
             matched = say(*_MATCHED.get(result.matched, (result.matched, result.matched)))
-            row = [result.exercise, result.language, matched, _number(result.score()),
-                   _number(result.max_score()), f"{result.seconds:.0f}", review_text(result),
-                   *[task_cell(result.tasks[t], result.accepted) if t in result.tasks else "" for t in tasks]]
-        writer.writerow([safe.cell(result.student, student=True), *[safe.cell(value) for value in row],
-                         safe.cell(_details(result))])
+            row = [
+                result.exercise,
+                result.language,
+                matched,
+                _number(result.score()),
+                _number(result.max_score()),
+                f"{result.seconds:.0f}",
+                review_text(result),
+                *[task_cell(result.tasks[t], result.accepted) if t in result.tasks else "" for t in tasks],
+            ]
+        writer.writerow(
+            [
+                safe.cell(result.student, student=True),
+                *[safe.cell(value) for value in row],
+                safe.cell(_details(result)),
+            ]
+        )
     return buffer.getvalue().encode("utf-8")
 
 
@@ -105,8 +145,10 @@ def canvas_csv(results: list[StudentResult], titles: dict[str, str]) -> bytes:
     by the students' login IDs. The column names are Canvas's own, so they stay in English.
     """
     exercises = sorted({result.exercise for result in results if result.exercise})
-    maximum = {exercise: max((r.max_score() for r in results if r.exercise == exercise), default=0)
-               for exercise in exercises}
+    maximum = {
+        exercise: max((r.max_score() for r in results if r.exercise == exercise), default=0)
+        for exercise in exercises
+    }
     students = list(dict.fromkeys(result.student for result in results))
     by = {(result.student, result.exercise): result for result in results}
     buffer = io.StringIO()
@@ -134,8 +176,15 @@ def _task_output(task: TaskResult, accepted: bool, lang: str) -> str:
     lines = [shown(task.details, lang)] if task.details else []
     if task.review and not accepted:
         words = "; ".join(reason_text(reason, lang) for reason in task.review)
-        lines.append(shown({"en": f"Scored 0 until your teacher reviews it: the answer {words}.",
-                            "zh": f"在老师查看之前计 0 分：该答案{words}。"}, lang))
+        lines.append(
+            shown(
+                {
+                    "en": f"Scored 0 until your teacher reviews it: the answer {words}.",
+                    "zh": f"在老师查看之前计 0 分：该答案{words}。",
+                },
+                lang,
+            )
+        )
     return "\n".join(lines)
 
 
@@ -150,18 +199,42 @@ def gradescope_json(result: StudentResult) -> bytes:
     tests = []
     for task in result.tasks.values():
         points = task.points(result.accepted)
-        tests.append({"name": _task_name(task.task, lang), "number": task.task, "score": points,
-                      "max_score": task.max_points, "status": "passed" if points == task.max_points else "failed",
-                      "output": _task_output(task, result.accepted, lang), "output_format": "text",
-                      "visibility": "visible"})
+        tests.append(
+            {
+                "name": _task_name(task.task, lang),
+                "number": task.task,
+                "score": points,
+                "max_score": task.max_points,
+                "status": "passed" if points == task.max_points else "failed",
+                "output": _task_output(task, result.accepted, lang),
+                "output_format": "text",
+                "visibility": "visible",
+            }
+        )
     waiting = result.flagged()
-    output = shown({"en": f"{_number(result.score())} of {_number(result.max_score())} points.",
-                    "zh": f"得分 {_number(result.score())} / {_number(result.max_score())}。"}, lang)
+    output = shown(
+        {
+            "en": f"{_number(result.score())} of {_number(result.max_score())} points.",
+            "zh": f"得分 {_number(result.score())} / {_number(result.max_score())}。",
+        },
+        lang,
+    )
     if waiting:
-        output += "\n" + shown({"en": f"{', '.join(waiting)} wait for your teacher's review (0 points until then).",
-                                "zh": f"{'、'.join(waiting)} 等待老师查看（在此之前计 0 分）。"}, lang)
-    payload = {"score": result.score(), "output": output, "output_format": "text", "execution_time":
-               round(result.seconds), "tests": tests, "extra_data": mark}
+        output += "\n" + shown(
+            {
+                "en": f"{', '.join(waiting)} wait for your teacher's review (0 points until then).",
+                "zh": f"{'、'.join(waiting)} 等待老师查看（在此之前计 0 分）。",
+            },
+            lang,
+        )
+    payload = {
+        "score": result.score(),
+        "output": output,
+        "output_format": "text",
+        "execution_time": round(result.seconds),
+        "tests": tests,
+        "extra_data": mark,
+    }
     return _json(payload)
 
 
@@ -173,22 +246,44 @@ def prairielearn_json(result: StudentResult) -> bytes:
         problem = shown(result.problem, lang) or shown({"en": "not graded", "zh": "未评分"}, lang)
         payload = {"gradable": False, "format_errors": [problem], MARK: mark}
         return _json(payload)
-    tests = [{"name": _task_name(task.task, lang), "points": task.points(result.accepted),
-              "max_points": task.max_points, "message": _task_output(task, result.accepted, lang),
-              "output": shown(task.details, lang)} for task in result.tasks.values()]
+    tests = [
+        {
+            "name": _task_name(task.task, lang),
+            "points": task.points(result.accepted),
+            "max_points": task.max_points,
+            "message": _task_output(task, result.accepted, lang),
+            "output": shown(task.details, lang),
+        }
+        for task in result.tasks.values()
+    ]
     total = result.max_score()
-    payload = {"gradable": True, "score": result.score() / total if total else 0.0,
-               "message": _task_output_summary(result, lang), "tests": tests, MARK: mark}
+    payload = {
+        "gradable": True,
+        "score": result.score() / total if total else 0.0,
+        "message": _task_output_summary(result, lang),
+        "tests": tests,
+        MARK: mark,
+    }
     return _json(payload)
 
 
 def _task_output_summary(result: StudentResult, lang: str) -> str:
     waiting = result.flagged()
-    line = shown({"en": f"{_number(result.score())} of {_number(result.max_score())} points.",
-                  "zh": f"得分 {_number(result.score())} / {_number(result.max_score())}。"}, lang)
+    line = shown(
+        {
+            "en": f"{_number(result.score())} of {_number(result.max_score())} points.",
+            "zh": f"得分 {_number(result.score())} / {_number(result.max_score())}。",
+        },
+        lang,
+    )
     if waiting:
-        line += " " + shown({"en": f"{', '.join(waiting)} wait for your teacher's review.",
-                             "zh": f"{'、'.join(waiting)} 等待老师查看。"}, lang)
+        line += " " + shown(
+            {
+                "en": f"{', '.join(waiting)} wait for your teacher's review.",
+                "zh": f"{'、'.join(waiting)} 等待老师查看。",
+            },
+            lang,
+        )
     return line
 
 
@@ -199,29 +294,65 @@ def summary(results: list[StudentResult]) -> str:
     for result in results:
         name = safe.name(result.student)
         if result.state == REFUSED:
-            table.append([name, "-", *["-"] * len(tasks), say("invalid: ", "无效：") + safe.visible(shown(result.problem))])
+            table.append(
+                [
+                    name,
+                    "-",
+                    *["-"] * len(tasks),
+                    say("invalid: ", "无效：") + safe.visible(shown(result.problem)),
+                ]
+            )
         elif result.state == FAILED_TO_GRADE:
-            table.append([name, "-", *["-"] * len(tasks),
-                          say("not graded: ", "未评分：") + safe.visible(shown(result.problem))])
+            table.append(
+                [
+                    name,
+                    "-",
+                    *["-"] * len(tasks),
+                    say("not graded: ", "未评分：") + safe.visible(shown(result.problem)),
+                ]
+            )
         else:
             score = f"{_number(result.score())}/{_number(result.max_score())}"
-            table.append([name, score, *[task_cell(result.tasks[t], result.accepted) if t in result.tasks else "-"
-                                         for t in tasks], review_text(result)])
+            table.append(
+                [
+                    name,
+                    score,
+                    *[
+                        task_cell(result.tasks[t], result.accepted) if t in result.tasks else "-"
+                        for t in tasks
+                    ],
+                    review_text(result),
+                ]
+            )
     lines = [line.rstrip() for line in align(table, [False] * len(table[0]))]
-    notes = [f"  {safe.name(result.student)} {task.task}: {safe.visible(shown(task.details))}"
-             for result in results for task in result.tasks.values() if task.details]
-    notes += [f"  {safe.name(result.student)} {say('review', '查看')} {safe.visible(item)}"
-              for result in results for item in evidence_text(result) if not result.accepted]
+    notes = [
+        f"  {safe.name(result.student)} {task.task}: {safe.visible(shown(task.details))}"
+        for result in results
+        for task in result.tasks.values()
+        if task.details
+    ]
+    notes += [
+        f"  {safe.name(result.student)} {say('review', '查看')} {safe.visible(item)}"
+        for result in results
+        for item in evidence_text(result)
+        if not result.accepted
+    ]
     if notes:
         lines += ["", say("Details:", "详细信息："), *notes]
     graded = [r for r in results if r.state == "graded"]
-    complete = sum(bool(r.tasks) and all(t.points(r.accepted) == t.max_points for t in r.tasks.values())
-                   for r in graded)
+    complete = sum(
+        bool(r.tasks) and all(t.points(r.accepted) == t.max_points for t in r.tasks.values()) for r in graded
+    )
     waiting = sum(len(r.flagged()) for r in graded)
     failed = sum(r.state == FAILED_TO_GRADE for r in results)
-    lines += ["", say(f"{len(results)} submission(s); {complete} with every task passed; {waiting} task "
-                      f"verdict(s) wait for review (0 points until accepted: --accept STUDENT); "
-                      f"{failed} could not be graded (run the same command again).",
-                      f"共 {len(results)} 份提交；其中 {complete} 份全部通过；{waiting} 个任务判定等待人工查看"
-                      f"（接受前计 0 分：--accept 学生）；{failed} 份未能评分（再次运行同一命令即可）。")]
+    lines += [
+        "",
+        say(
+            f"{len(results)} submission(s); {complete} with every task passed; {waiting} task "
+            f"verdict(s) wait for review (0 points until accepted: --accept STUDENT); "
+            f"{failed} could not be graded (run the same command again).",
+            f"共 {len(results)} 份提交；其中 {complete} 份全部通过；{waiting} 个任务判定等待人工查看"
+            f"（接受前计 0 分：--accept 学生）；{failed} 份未能评分（再次运行同一命令即可）。",
+        ),
+    ]
     return "\n".join(lines)

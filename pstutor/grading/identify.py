@@ -35,7 +35,7 @@ MAX_DEPTH = 64  # JSON nesting (a notebook of this course: under 10)
 MAX_VALUES = 1_000_000  # JSON values (commas and brackets)
 MAX_CELLS = 2000
 MAX_ANSWER_BYTES = 1 << 20  # per answer cell
-_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.S)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # a JSON string, without backtracking
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.M)
 _SETUP_LANG = re.compile(r'pstutor\.setup\(\s*lang\s*=\s*["\'](en|zh)["\']')
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -79,8 +79,9 @@ def catalogue(course: Path) -> list[Exercise]:
         for path in sorted((course / "exercises" / lang).glob("[0-9][0-9]_*.ipynb")):
             cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
             titles = _TITLE.findall(_joined(cells[0]["source"])) if cells else []
-            tasks = [task for cell in cells if cell["cell_type"] == "code"
-                     for task in metadata.tasks_of(cell)]
+            tasks = [
+                task for cell in cells if cell["cell_type"] == "code" for task in metadata.tasks_of(cell)
+            ]
             found.append(Exercise(path.stem, lang, path, titles[0] if titles else "", tasks))
     return found
 
@@ -92,8 +93,9 @@ def read_submission(path: Path) -> tuple[bytes, dict]:
     try:
         notebook = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise Invalid(text(f"not a notebook (not JSON: {str(err)[:80]})",
-                           f"不是笔记本（不是 JSON：{str(err)[:80]}）")) from None
+        raise Invalid(
+            text(f"not a notebook (not JSON: {str(err)[:80]})", f"不是笔记本（不是 JSON：{str(err)[:80]}）")
+        ) from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
         raise Invalid(text("not a notebook (no list of cells)", "不是笔记本（没有单元格列表）"))
@@ -113,8 +115,11 @@ def identify(path: Path, course_exercises: list[Exercise], only: str | None = No
     if exercise is None:
         exercise = _by_content(cells, course_exercises)
     if only and not exercise.source.startswith(only):
-        raise Invalid(text(f"this is exercise {exercise.source}, not {only}",
-                           f"这是练习 {exercise.source}，不是 {only}"))
+        raise Invalid(
+            text(
+                f"this is exercise {exercise.source}, not {only}", f"这是练习 {exercise.source}，不是 {only}"
+            )
+        )
     answers, by_content = _answers(cells, exercise)
     if by_content and matched == "metadata":
         matched = "metadata+content"
@@ -128,8 +133,12 @@ def _read_regular_file(path: Path) -> bytes:
     except OSError as err:
         raise Invalid(text(f"cannot be read ({err.strerror})", f"无法读取（{err.strerror}）")) from None
     if not stat.S_ISREG(info.st_mode):
-        raise Invalid(text("not a regular file (a link, folder, FIFO or device): not opened",
-                           "不是普通文件（链接、文件夹、FIFO 或设备）：未打开"))
+        raise Invalid(
+            text(
+                "not a regular file (a link, folder, FIFO or device): not opened",
+                "不是普通文件（链接、文件夹、FIFO 或设备）：未打开",
+            )
+        )
     if info.st_size > MAX_NOTEBOOK_BYTES:
         size = MAX_NOTEBOOK_BYTES >> 20
         raise Invalid(text(f"larger than {size} MiB: not read", f"超过 {size} MiB：未读取"))
@@ -142,8 +151,12 @@ def _read_regular_file(path: Path) -> bytes:
             raise Invalid(text("not a regular file: not opened", "不是普通文件：未打开"))
         data = handle.read(MAX_NOTEBOOK_BYTES + 1)
     if len(data) > MAX_NOTEBOOK_BYTES:
-        raise Invalid(text(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB: not read",
-                           f"超过 {MAX_NOTEBOOK_BYTES >> 20} MiB：未读取"))
+        raise Invalid(
+            text(
+                f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB: not read",
+                f"超过 {MAX_NOTEBOOK_BYTES >> 20} MiB：未读取",
+            )
+        )
     return data
 
 
@@ -155,12 +168,14 @@ def _check_shape(data: bytes) -> None:
     steps[(outside == ord("]")) | (outside == ord("}"))] = -1
     depth = int(np.cumsum(steps).max()) if len(steps) else 0
     if depth > MAX_DEPTH:
-        raise Invalid(text(f"nested deeper than {MAX_DEPTH} levels: not read",
-                           f"嵌套超过 {MAX_DEPTH} 层：未读取"))
+        raise Invalid(
+            text(f"nested deeper than {MAX_DEPTH} levels: not read", f"嵌套超过 {MAX_DEPTH} 层：未读取")
+        )
     values = int(np.count_nonzero(outside == ord(","))) + int(np.count_nonzero(steps == 1))
     if values > MAX_VALUES:
-        raise Invalid(text(f"more than {MAX_VALUES:,} JSON values: not read",
-                           f"JSON 值超过 {MAX_VALUES:,} 个：未读取"))
+        raise Invalid(
+            text(f"more than {MAX_VALUES:,} JSON values: not read", f"JSON 值超过 {MAX_VALUES:,} 个：未读取")
+        )
 
 
 @dataclasses.dataclass
@@ -199,24 +214,39 @@ def _title(text_: str) -> str:
 def _by_content(cells: list[_Cell], exercises: list[Exercise]) -> Exercise:
     checked = {task for cell in cells if cell.kind == "code" for task in metadata.checked_tasks(cell.source)}
     numbers = sorted({task[:2] for task in checked})
-    titles = {_title(title) for cell in cells if cell.kind == "markdown" for title in _TITLE.findall(cell.source)}
+    titles = {
+        _title(title) for cell in cells if cell.kind == "markdown" for title in _TITLE.findall(cell.source)
+    }
     by_title = [e for e in exercises if _title(e.title) in titles]
     if len(numbers) > 1:
-        raise Invalid(text(f"no pstutor metadata, and it checks tasks of exercises {', '.join(numbers)}: "
-                           "grade each exercise in its own notebook",
-                           f"没有 pstutor 元数据，而且检查了练习 {'、'.join(numbers)} 的任务："
-                           "每个练习请用单独的笔记本提交"))
+        raise Invalid(
+            text(
+                f"no pstutor metadata, and it checks tasks of exercises {', '.join(numbers)}: "
+                "grade each exercise in its own notebook",
+                f"没有 pstutor 元数据，而且检查了练习 {'、'.join(numbers)} 的任务："
+                "每个练习请用单独的笔记本提交",
+            )
+        )
     if numbers:
         candidates = [e for e in exercises if e.source[:2] == numbers[0]]
         if not candidates:
-            raise Invalid(text(f"no pstutor metadata, and this course has no exercise {numbers[0]}",
-                               f"没有 pstutor 元数据，而且本课程没有练习 {numbers[0]}"))
+            raise Invalid(
+                text(
+                    f"no pstutor metadata, and this course has no exercise {numbers[0]}",
+                    f"没有 pstutor 元数据，而且本课程没有练习 {numbers[0]}",
+                )
+            )
     elif by_title:
         candidates = by_title
     else:
-        raise Invalid(text("no pstutor metadata, no check cell (pstutor.check(\"NN.k\", ...)) and no title "
-                           "of an exercise of this course: not recognised",
-                           "没有 pstutor 元数据，也没有检查单元格（pstutor.check(\"NN.k\", ...)）或本课程练习的标题：无法识别"))
+        raise Invalid(
+            text(
+                'no pstutor metadata, no check cell (pstutor.check("NN.k", ...)) and no title '
+                "of an exercise of this course: not recognised",
+                '没有 pstutor 元数据，也没有检查单元格（pstutor.check("NN.k", ...)）'
+                "或本课程练习的标题：无法识别",
+            )
+        )
     lang = _language(cells, by_title, candidates)
     return next(e for e in candidates if e.lang == lang)
 
@@ -247,8 +277,12 @@ def _answers(cells: list[_Cell], exercise: Exercise) -> tuple[dict[tuple[str, ..
             by_content = by_content or source is not None
         if source is not None:
             if len(source.encode("utf-8", "surrogatepass")) > MAX_ANSWER_BYTES:
-                raise Invalid(text(f"the answer to {group[0]} is larger than {MAX_ANSWER_BYTES >> 20} MiB",
-                                   f"{group[0]} 的答案超过 {MAX_ANSWER_BYTES >> 20} MiB"))
+                raise Invalid(
+                    text(
+                        f"the answer to {group[0]} is larger than {MAX_ANSWER_BYTES >> 20} MiB",
+                        f"{group[0]} 的答案超过 {MAX_ANSWER_BYTES >> 20} MiB",
+                    )
+                )
             answers[group] = source
     return answers, by_content
 
@@ -258,8 +292,11 @@ def _answer_by_position(code: list[_Cell], task: str) -> str | None:
     for index, cell in enumerate(code):
         if metadata.checked_tasks(cell.source) == [task]:
             before = code[index - 1] if index else None
-            if before is not None and not metadata.checked_tasks(before.source) \
-                    and not _SETUP_LANG.search(before.source):
+            if (
+                before is not None
+                and not metadata.checked_tasks(before.source)
+                and not _SETUP_LANG.search(before.source)
+            ):
                 return before.source
             return None
     return None

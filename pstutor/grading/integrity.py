@@ -62,28 +62,56 @@ def install(key: bytes, work: str) -> None:
     # Every name the hook uses is a local of this function, so a closure cell: nothing it calls
     # is looked up in a module or in the builtins once student code runs.
     refused = {
-        "sys._current_frames": "introspection", "gc.get_objects": "introspection",
-        "gc.get_referrers": "introspection", "gc.get_referents": "introspection",
-        "sys.settrace": "tracing", "sys.setprofile": "tracing", "sys.addaudithook": "audit-hooks",
-        "code.__new__": "code-objects", "function.__new__": "code-objects", "setopencodehook": "imports",
+        "sys._current_frames": "introspection",
+        "gc.get_objects": "introspection",
+        "gc.get_referrers": "introspection",
+        "gc.get_referents": "introspection",
+        "sys.settrace": "tracing",
+        "sys.setprofile": "tracing",
+        "sys.addaudithook": "audit-hooks",
+        "code.__new__": "code-objects",
+        "function.__new__": "code-objects",
+        "setopencodehook": "imports",
     }
     noted = {
-        "subprocess.Popen": "processes", "os.system": "processes", "os.exec": "processes",
-        "os.posix_spawn": "processes", "os.spawn": "processes", "os.fork": "processes",
-        "os.forkpty": "processes", "pty.spawn": "processes", "os.kill": "signals",
-        "os.killpg": "signals", "signal.pthread_kill": "signals",
+        "subprocess.Popen": "processes",
+        "os.system": "processes",
+        "os.exec": "processes",
+        "os.posix_spawn": "processes",
+        "os.spawn": "processes",
+        "os.fork": "processes",
+        "os.forkpty": "processes",
+        "pty.spawn": "processes",
+        "os.kill": "signals",
+        "os.killpg": "signals",
+        "signal.pthread_kill": "signals",
     }
     foreign = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
-    frame_attributes = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__", "gi_code",
-                                  "cr_code", "ag_code"})
-    patched_attributes = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__",
-                                    "__globals__", "__closure__", "__dict__", "__bases__"})
+    frame_attributes = frozenset(
+        {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__", "gi_code", "cr_code", "ag_code"}
+    )
+    patched_attributes = frozenset(
+        {
+            "__code__",
+            "__defaults__",
+            "__kwdefaults__",
+            "__class__",
+            "__globals__",
+            "__closure__",
+            "__dict__",
+            "__bases__",
+        }
+    )
     volatile = frozenset({"_", "__", "___", "exit", "quit", "get_ipython", "display", "__IPYTHON__"})
     student_kind, course_kind, neutral_kind = 0, 1, 2
     missing = object()
     refusal = Refused
-    getframe, current_frames, addhook, get_ident = sys._getframe, sys._current_frames, sys.addaudithook, \
-        threading.get_ident
+    getframe, current_frames, addhook, get_ident = (
+        sys._getframe,
+        sys._current_frames,
+        sys.addaudithook,
+        threading.get_ident,
+    )
     hmac_digest, hexlify = _hashlib.hmac_digest, bytes.hex
     dict_get, dict_items, dict_values = dict.get, dict.items, dict.values
     proxy_items = type(type.__dict__).items
@@ -98,8 +126,17 @@ def install(key: bytes, work: str) -> None:
     function_defaults = function_type.__dict__["__defaults__"].__get__
     function_kwdefaults = function_type.__dict__["__kwdefaults__"].__get__
     staticmethod_, classmethod_, property_ = staticmethod, classmethod, property
-    type_, str_, bytes_, int_, float_, bool_, list_, tuple_, dict_ = \
-        type, str, bytes, int, float, bool, list, tuple, dict
+    type_, str_, bytes_, int_, float_, bool_, list_, tuple_, dict_ = (
+        type,
+        str,
+        bytes,
+        int,
+        float,
+        bool,
+        list,
+        tuple,
+        dict,
+    )
     len_, id_, hash_, sorted_, frozenset_, repr_, callable_ = len, id, hash, sorted, frozenset, repr, callable
     os_open, os_close, os_readlink, os_getcwd = os.open, os.close, os.readlink, os.getcwd
     o_path = getattr(os, "O_PATH", 0)
@@ -115,8 +152,17 @@ def install(key: bytes, work: str) -> None:
     seal_code, check_code = seal.__code__, pstutor.checks.check.__code__
     from IPython.core.getipython import get_ipython as get_shell
 
-    state = {"sealed": False, "student": {}, "course": frozenset_(), "checks": {}, "snapshot": None,
-             "reasons": [], "current": "", "checking": "", "kinds": {}}
+    state = {
+        "sealed": False,
+        "student": {},
+        "course": frozenset_(),
+        "checks": {},
+        "snapshot": None,
+        "reasons": [],
+        "current": "",
+        "checking": "",
+        "kinds": {},
+    }
     busy = threading.local()
 
     def ident(value):
@@ -190,8 +236,11 @@ def install(key: bytes, work: str) -> None:
                     oldest = frame
                 frame = frame.f_back
             if oldest is not None and kind(oldest.f_code.co_filename) == student_kind:
-                note("threads", task_of(oldest.f_code.co_filename),
-                     f"a thread the answer started ({oldest.f_code.co_name}) still ran when {where} began")
+                note(
+                    "threads",
+                    task_of(oldest.f_code.co_filename),
+                    f"a thread the answer started ({oldest.f_code.co_name}) still ran when {where} began",
+                )
 
     def resolved(path) -> str:
         """Where an opened path leads (links followed), for paths the answer could have linked."""
@@ -224,8 +273,9 @@ def install(key: bytes, work: str) -> None:
     def handle(event, args) -> None:
         if event == "open":
             target = resolved(args[0]) if len_(args) > 0 else ""
-            if str_startswith(target, "/proc/") and (str_endswith(target, "/mem")
-                                                     or str_endswith(target, "/pagemap")):
+            if str_startswith(target, "/proc/") and (
+                str_endswith(target, "/mem") or str_endswith(target, "/pagemap")
+            ):
                 refuse("process-memory", state["current"], f"reading process memory ({target})")
             return
         caller = getframe(2)  # 0: handle, 1: hook, 2: the frame that raised the event
@@ -246,8 +296,12 @@ def install(key: bytes, work: str) -> None:
                 return note("dynamic-code", task, f"{event} of code built at run time")
             # IPython compiling a cell to run it passes the parsed tree (a traceback's or a tool's
             # reading of the source passes text): only then does a cell start.
-            running = event == "compile" and len_(args) > 1 and type_(args[0]) is not str_ \
+            running = (
+                event == "compile"
+                and len_(args) > 1
+                and type_(args[0]) is not str_
                 and type_(args[0]) is not bytes_
+            )
             filename = args[1] if running else None
             if type_(filename) is str_ and filename in state["student"]:
                 state["current"], state["checking"] = state["student"][filename], ""
@@ -341,33 +395,63 @@ def install(key: bytes, work: str) -> None:
             namespace = module_dict(module)
             own = name == "pstutor" or str_startswith(name, "pstutor.")
             kept = {key: value for key, value in dict_items(str_keyed(namespace)) if own or callable_(value)}
-            modules[name] = (module, namespace, kept, frozenset_(kept) if own else None,
-                             {key: contents(value) for key, value in dict_items(kept)
-                              if own and (type_(value) is dict_ or type_(value) is list_)})
+            modules[name] = (
+                module,
+                namespace,
+                kept,
+                frozenset_(kept) if own else None,
+                {
+                    key: contents(value)
+                    for key, value in dict_items(kept)
+                    if own and (type_(value) is dict_ or type_(value) is list_)
+                },
+            )
             for value in dict_values(kept):
                 if type_(value) is function_type and own:
                     functions[id_(value)] = (value, function_parts(value))
                 if isinstance(value, type_) and id_(value) not in classes:
                     attributes = type_dict(value)
                     mine = own and value.__module__ == name
-                    classes[id_(value)] = (value, attributes, {
-                        key: item for key, item in proxy_items(attributes)
-                        if mine or callable_(item) or isinstance(item, (staticmethod_, classmethod_, property_))})
+                    classes[id_(value)] = (
+                        value,
+                        attributes,
+                        {
+                            key: item
+                            for key, item in proxy_items(attributes)
+                            if mine
+                            or callable_(item)
+                            or isinstance(item, (staticmethod_, classmethod_, property_))
+                        },
+                    )
                     for item in proxy_items(attributes) if mine else ():
                         if type_(item[1]) is function_type:
                             functions[id_(item[1])] = (item[1], function_parts(item[1]))
-        return {"modules": modules, "classes": classes, "functions": functions, "sys_modules": modules_dict,
-                "builtins": {key: value for key, value in dict_items(str_keyed(builtins_dict))
-                             if key not in volatile},
-                "hooks": hooks(), "ipython": ipython()}
+        return {
+            "modules": modules,
+            "classes": classes,
+            "functions": functions,
+            "sys_modules": modules_dict,
+            "builtins": {
+                key: value for key, value in dict_items(str_keyed(builtins_dict)) if key not in volatile
+            },
+            "hooks": hooks(),
+            "ipython": ipython(),
+        }
 
     def hooks() -> tuple:
         """The interpreter's hooks a display, an import, a trace or a collection goes through."""
         found = []
-        for namespace, name in ((sys_dict, "displayhook"), (sys_dict, "excepthook"),
-                                (sys_dict, "breakpointhook"), (sys_dict, "unraisablehook"),
-                                (sys_dict, "meta_path"), (sys_dict, "path_hooks"), (gc_dict, "callbacks"),
-                                (threading_dict, "_trace_hook"), (threading_dict, "_profile_hook")):
+        for namespace, name in (
+            (sys_dict, "displayhook"),
+            (sys_dict, "excepthook"),
+            (sys_dict, "breakpointhook"),
+            (sys_dict, "unraisablehook"),
+            (sys_dict, "meta_path"),
+            (sys_dict, "path_hooks"),
+            (gc_dict, "callbacks"),
+            (threading_dict, "_trace_hook"),
+            (threading_dict, "_profile_hook"),
+        ):
             value = dict_get(namespace, name)
             list_append(found, ident(value))
             if type_(value) is list_:
@@ -392,27 +476,59 @@ def install(key: bytes, work: str) -> None:
         if shell is None:
             return ()
         found, values = [], own_values(shell)
-        for name in ("display_formatter", "displayhook", "display_pub", "compile", "custom_exceptions",
-                     "CustomTB", "input_transformers_cleanup", "input_transformers_post", "ast_transformers",
-                     "input_transformer_manager", "events", "kernel", "run_cell", "run_cell_async",
-                     "run_ast_nodes", "run_code", "showtraceback", "transform_cell", "should_run_async"):
+        for name in (
+            "display_formatter",
+            "displayhook",
+            "display_pub",
+            "compile",
+            "custom_exceptions",
+            "CustomTB",
+            "input_transformers_cleanup",
+            "input_transformers_post",
+            "ast_transformers",
+            "input_transformer_manager",
+            "events",
+            "kernel",
+            "run_cell",
+            "run_cell_async",
+            "run_ast_nodes",
+            "run_code",
+            "showtraceback",
+            "transform_cell",
+            "should_run_async",
+        ):
             item = dict_get(values, name)
             list_append(found, ident(item))
             if type_(item) is list_:
                 found += [ident(entry) for entry in item]
         callbacks = dict_get(own_values(dict_get(values, "events")), "callbacks")
-        for name, registered in sorted_(dict_items(str_keyed(callbacks))) if type_(callbacks) is dict_ else ():
-            found += [hash_(name), *(id_(entry) for entry in registered)] if type_(registered) is list_ else []
+        for name, registered in (
+            sorted_(dict_items(str_keyed(callbacks))) if type_(callbacks) is dict_ else ()
+        ):
+            found += (
+                [hash_(name), *(id_(entry) for entry in registered)] if type_(registered) is list_ else []
+            )
         formatters = dict_get(own_values(dict_get(values, "display_formatter")), "formatters")
-        for name, formatter in sorted_(dict_items(str_keyed(formatters))) if type_(formatters) is dict_ else ():
+        for name, formatter in (
+            sorted_(dict_items(str_keyed(formatters))) if type_(formatters) is dict_ else ()
+        ):
             found += [hash_(name), id_(formatter)]
             printers = own_values(formatter)
             for table in ("type_printers", "deferred_printers", "singleton_printers"):
                 entries = dict_get(printers, table)
-                found += [id_(entry) for entry in dict_values(entries)] if type_(entries) is dict_ else [id_(entries)]
+                found += (
+                    [id_(entry) for entry in dict_values(entries)]
+                    if type_(entries) is dict_
+                    else [id_(entries)]
+                )
         kernel = dict_get(values, "kernel")
-        for owner in (shell, kernel, dict_get(values, "displayhook"), dict_get(values, "display_pub"),
-                      dict_get(own_values(kernel), "session") if kernel is not None else None):
+        for owner in (
+            shell,
+            kernel,
+            dict_get(values, "displayhook"),
+            dict_get(values, "display_pub"),
+            dict_get(own_values(kernel), "session") if kernel is not None else None,
+        ):
             if owner is not None:
                 own = own_values(owner)
                 found += [(hash_(name), ident(own[name])) for name in sorted_(own) if callable_(own[name])]
@@ -445,7 +561,9 @@ def install(key: bytes, work: str) -> None:
                     list_append(found, ("patching", task, f"{type_qualname(cls)}.{key} changed"))
         for function, parts in dict_values(snap["functions"]):
             if function_parts(function) != parts:
-                list_append(found, ("patching", task, f"the code or defaults of {function.__qualname__} changed"))
+                list_append(
+                    found, ("patching", task, f"the code or defaults of {function.__qualname__} changed")
+                )
         now = str_keyed(builtins_dict)
         for key, value in dict_items(snap["builtins"]):
             if not same(dict_get(now, key, missing), value):
@@ -454,9 +572,13 @@ def install(key: bytes, work: str) -> None:
         if added:
             list_append(found, ("patching", task, f"builtins.{sorted_(added)[0]} added"))
         if hooks() != snap["hooks"]:
-            list_append(found, ("display-path", task, "an interpreter hook (display, import, trace, gc) changed"))
+            list_append(
+                found, ("display-path", task, "an interpreter hook (display, import, trace, gc) changed")
+            )
         if ipython() != snap["ipython"]:
-            list_append(found, ("display-path", task, "an IPython hook (events, transformers, display) changed"))
+            list_append(
+                found, ("display-path", task, "an IPython hook (events, transformers, display) changed")
+            )
 
     def written_by_answer(cls) -> bool:
         """Whether a class was written by the answer: code of its own is, or it was made in a cell
@@ -483,8 +605,14 @@ def install(key: bytes, work: str) -> None:
             cls = type_(value)
             for base in (*type_mro(cls), type_(cls)):
                 if written_by_answer(base):
-                    list_append(found, ("imitation", task,
-                                        f"an object of the class {type_qualname(base)} that the answer wrote"))
+                    list_append(
+                        found,
+                        (
+                            "imitation",
+                            task,
+                            f"an object of the class {type_qualname(base)} that the answer wrote",
+                        ),
+                    )
                     return
             if depth < 2 and (cls is list_ or cls is tuple_):
                 todo += [(item, depth + 1) for item in value]
@@ -497,7 +625,11 @@ def install(key: bytes, work: str) -> None:
             note("forged-verdict", state["current"], "a verdict raised outside the checker")
             return
         task, cell = dict_get(record, "task"), caller.f_back
-        if type_(task) is not str_ or cell is None or cell.f_code.co_filename != dict_get(state["checks"], task):
+        if (
+            type_(task) is not str_
+            or cell is None
+            or cell.f_code.co_filename != dict_get(state["checks"], task)
+        ):
             note("forged-verdict", state["current"], f"the checker called outside the check cell of {task}")
             return
         where = state["current"] or task
@@ -509,7 +641,9 @@ def install(key: bytes, work: str) -> None:
         for name, module in dict_items(str_keyed(modules_dict)):
             path = dict_get(module_dict(module), "__file__") if is_module(module) else None
             if type_(path) is str_ and str_startswith(path, work) and not str_startswith(name, autograph):
-                list_append(found, ("imports", where, f"the module {name} was loaded from the sandbox folder"))
+                list_append(
+                    found, ("imports", where, f"the module {name} was loaded from the sandbox folder")
+                )
         state["checking"] = ""
         unique = sorted_({(reason, at, detail[:160]) for reason, at, detail in found})[:50]
         record["integrity"] = [[reason, at, detail] for reason, at, detail in unique]
@@ -517,8 +651,15 @@ def install(key: bytes, work: str) -> None:
 
     def canonical_text(value) -> str:
         if type_(value) is dict_:
-            return "{" + ",".join(repr_(key) + ":" + canonical_text(item)
-                                  for key, item in sorted_(dict_items(str_keyed(value))) if key != "seal") + "}"
+            return (
+                "{"
+                + ",".join(
+                    repr_(key) + ":" + canonical_text(item)
+                    for key, item in sorted_(dict_items(str_keyed(value)))
+                    if key != "seal"
+                )
+                + "}"
+            )
         if type_(value) is list_ or type_(value) is tuple_:
             return "[" + ",".join(canonical_text(item) for item in value) + "]"
         if value is None or type_(value) is str_ or type_(value) is bool_:
@@ -534,8 +675,15 @@ def canonical(record: dict) -> str:
     """The text a seal is computed over, as the grader computes it: the record without its seal,
     keys sorted, numbers as floats (JSON does not keep the difference)."""
     if isinstance(record, dict):
-        return "{" + ",".join(repr(str(key)) + ":" + canonical(item) for key, item in sorted(record.items())
-                              if key != "seal") + "}"
+        return (
+            "{"
+            + ",".join(
+                repr(str(key)) + ":" + canonical(item)
+                for key, item in sorted(record.items())
+                if key != "seal"
+            )
+            + "}"
+        )
     if isinstance(record, list | tuple):
         return "[" + ",".join(canonical(item) for item in record) + "]"
     if record is None or isinstance(record, str | bool):
@@ -558,6 +706,7 @@ def seal_file(path: str) -> None:
 
 def seal(plan: dict) -> None:
     """The grader's seal cell: import what the exercise's checks use, then let the hook take its snapshot."""
+    import contextlib
     import importlib
 
     from ipykernel.compiler import get_file_name
@@ -566,13 +715,13 @@ def seal(plan: dict) -> None:
 
     pstutor.checks.watch_check_cells()  # imported before IPython started: the shell exists only now
     for name in plan["imports"]:
-        try:
+        with contextlib.suppress(Exception):  # a module this machine lacks: its check says so itself
             importlib.import_module(name)
-        except Exception:  # a module a check imports lazily and this machine lacks: its check says so
-            pass
-    files = {"answers": {get_file_name(source): task for task, source in plan["answers"].items()},
-             "checks": {task: get_file_name(source) for task, source in plan["checks"].items()},
-             "course": [get_file_name(source) for source in plan["course"]]}
+    files = {
+        "answers": {get_file_name(source): task for task, source in plan["answers"].items()},
+        "checks": {task: get_file_name(source) for task, source in plan["checks"].items()},
+        "course": [get_file_name(source) for source in plan["course"]],
+    }
     sys.audit(SEAL_EVENT, files)
 
 

@@ -76,8 +76,15 @@ class Slot:
 class Limits:
     """How this grader limits its submissions; `slot(i)` makes the cgroups of one of them."""
 
-    def __init__(self, jobs: int, memory: int, *, use_cgroups: bool = True, root: Path = CGROUP_ROOT,
-                 self_cgroup: str = "/proc/self/cgroup") -> None:
+    def __init__(
+        self,
+        jobs: int,
+        memory: int,
+        *,
+        use_cgroups: bool = True,
+        root: Path = CGROUP_ROOT,
+        self_cgroup: str = "/proc/self/cgroup",
+    ) -> None:
         self.memory, self.jobs = memory, jobs
         self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.root, self.version, self.bases, self.why = root, 0, {}, ""
@@ -93,7 +100,9 @@ class Limits:
             except (OSError, LimitError) as err:
                 self.close()
                 self.version, self.bases = 0, {}
-                self.why = f"cannot create cgroups under the grader's own ({getattr(err, 'strerror', None) or err})"
+                self.why = (
+                    f"cannot create cgroups under the grader's own ({getattr(err, 'strerror', None) or err})"
+                )
 
     def _find(self, self_cgroup: Path) -> None:
         try:
@@ -106,14 +115,20 @@ class Limits:
             _, names, path = line.split(":", 2)
             for name in names.split(",") if names else [""]:
                 paths[name] = path.lstrip("/")
-        v1 = {name: self.root / name / paths[name] for name in CONTROLLERS if name in paths
-              and (self.root / name).is_dir()}
+        v1 = {
+            name: self.root / name / paths[name]
+            for name in CONTROLLERS
+            if name in paths and (self.root / name).is_dir()
+        }
         if len(v1) == len(CONTROLLERS):
             self.version, self.bases = 1, v1
             return
         if "" in paths:
-            unified = self.root / "unified" if (self.root / "unified" / "cgroup.controllers").exists() \
+            unified = (
+                self.root / "unified"
+                if (self.root / "unified" / "cgroup.controllers").exists()
                 else self.root
+            )
             own = unified / paths[""]
             try:
                 available = set((own / "cgroup.controllers").read_text().split())
@@ -156,25 +171,30 @@ class Limits:
         """What holds, in English and Chinese, for the teacher's screen."""
         if self.version:
             names = ", ".join(CONTROLLERS)
-            return (f"limits: cgroup v{self.version} per submission ({names}): memory (shared memory "
-                    "included), tasks (threads included) and CPUs enforced by the kernel",
-                    f"限制：每份提交一个 cgroup v{self.version}（{names}）：内存（含共享内存）、任务数（含线程）"
-                    "和 CPU 由内核强制执行")
-        return (f"limits: no cgroups ({self.why}); each submission has CPUs of its own by affinity and "
-                "file-size and task rlimits; memory (shared memory in its /dev included), processes and "
-                "threads are polled 4 times a second — a submission can undo its affinity, memory not "
-                "mapped by any process is not counted, and a thread flood can take tasks from classmates "
-                "for up to a quarter second",
-                f"限制：没有 cgroup（{self.why}）；每份提交通过亲和性使用自己的 CPU，并有文件大小和任务数的 rlimit；"
-                "内存（含其 /dev 中的共享内存）、进程和线程每秒检查 4 次——提交可以解除自己的亲和性，未被任何进程"
-                "映射的内存不计入，线程洪水最多可在四分之一秒内占用同学的任务额度")
+            return (
+                f"limits: cgroup v{self.version} per submission ({names}): memory (shared memory "
+                "included), tasks (threads included) and CPUs enforced by the kernel",
+                f"限制：每份提交一个 cgroup v{self.version}（{names}）：内存（含共享内存）、任务数（含线程）"
+                "和 CPU 由内核强制执行",
+            )
+        return (
+            f"limits: no cgroups ({self.why}); each submission has CPUs of its own by affinity and "
+            "file-size and task rlimits; memory (shared memory in its /dev included), processes and "
+            "threads are polled 4 times a second — a submission can undo its affinity, memory not "
+            "mapped by any process is not counted, and a thread flood can take tasks from classmates "
+            "for up to a quarter second",
+            f"限制：没有 cgroup（{self.why}）；每份提交通过亲和性使用自己的 CPU，"
+            "并有文件大小和任务数的 rlimit；"
+            "内存（含其 /dev 中的共享内存）、进程和线程每秒检查 4 次——提交可以解除自己的亲和性，未被任何进程"
+            "映射的内存不计入，线程洪水最多可在四分之一秒内占用同学的任务额度",
+        )
 
     def cpus_of(self, index: int) -> list[int]:
         """The CPUs of slot `index`: disjoint while there are as many CPUs as jobs."""
         if not self.cpus:
             return []
         if self.jobs <= len(self.cpus):
-            return self.cpus[index % self.jobs::self.jobs]
+            return self.cpus[index % self.jobs :: self.jobs]
         return [self.cpus[index % len(self.cpus)]]
 
     @contextlib.contextmanager
@@ -244,7 +264,7 @@ def sweep(limits: Limits) -> None:
     """Remove the cgroups an earlier grader left behind when it was killed (its pid is gone)."""
     for base in limits.bases.values():
         for group in base.glob(f"{_PREFIX}*"):
-            owner = group.name[len(_PREFIX):].split("-")[0]
+            owner = group.name[len(_PREFIX) :].split("-")[0]
             if owner.isdigit() and int(owner) != os.getpid() and not Path(f"/proc/{owner}").exists():
                 for child in sorted(group.glob("*/"), reverse=True):
                     Slot([], [child], limits.version).stop()
@@ -299,9 +319,16 @@ class Watchdog:
     lives there) and threads.
     """
 
-    def __init__(self, pid: int, *, memory: int, processes: int = PROCESS_LIMIT, tasks: int = TASK_LIMIT,
-                 on_limit) -> None:
-        self.pid, self.memory, self.processes, self.tasks, self.on_limit = pid, memory, processes, tasks, on_limit
+    def __init__(
+        self, pid: int, *, memory: int, processes: int = PROCESS_LIMIT, tasks: int = TASK_LIMIT, on_limit
+    ) -> None:
+        self.pid, self.memory, self.processes, self.tasks, self.on_limit = (
+            pid,
+            memory,
+            processes,
+            tasks,
+            on_limit,
+        )
         self.exceeded = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -312,8 +339,15 @@ class Watchdog:
             pids = descendants(self.pid)
             used = sum(_rss(pid) for pid in pids) + _shared_memory(pids)
             threads = sum(_threads(pid) for pid in pids)
-            exceeded = "memory" if used > self.memory else "processes" if len(pids) > self.processes \
-                else "tasks" if threads > self.tasks else ""
+            exceeded = (
+                "memory"
+                if used > self.memory
+                else "processes"
+                if len(pids) > self.processes
+                else "tasks"
+                if threads > self.tasks
+                else ""
+            )
             if exceeded:
                 self.exceeded = exceeded
                 self.on_limit()
@@ -356,7 +390,7 @@ def _threads(pid: int) -> int:
 
 
 def _shared_memory(pids: list[int]) -> int:
-    """Bytes held by the tmpfs mounts of the sandbox's /dev (shared memory), seen through its first process."""
+    """Bytes held by the tmpfs of the sandbox's /dev (shared memory), seen through its first process."""
     for pid in pids[:1]:
         with contextlib.suppress(OSError):
             info = os.statvfs(f"/proc/{pid}/root/dev")

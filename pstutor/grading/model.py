@@ -87,7 +87,9 @@ class StudentResult:
 
     def flagged(self) -> list[str]:
         """Tasks waiting for a teacher: they passed, but a reason holds their points until accepted."""
-        return [] if self.accepted else [t.task for t in self.tasks.values() if t.review and t.status == PASSED]
+        return (
+            [] if self.accepted else [t.task for t in self.tasks.values() if t.review and t.status == PASSED]
+        )
 
     def review(self) -> list[str]:
         """Every reason id of its tasks, in order, once."""

@@ -61,24 +61,38 @@ def check_output(out: Path, format: str) -> None:
     if not str(out) or str(out) in (".", ""):
         raise OutputError(say("--out needs a file name", "--out 需要一个文件名"))
     if out.is_dir():
-        raise OutputError(say(f"--out {out} is a folder: give the file to write, e.g. {out / 'grades.csv'}",
-                              f"--out {out} 是文件夹：请给出要写入的文件，例如 {out / 'grades.csv'}"))
+        raise OutputError(
+            say(
+                f"--out {out} is a folder: give the file to write, e.g. {out / 'grades.csv'}",
+                f"--out {out} 是文件夹：请给出要写入的文件，例如 {out / 'grades.csv'}",
+            )
+        )
     if out.suffix == ".ipynb":
-        raise OutputError(say(f"--out {out} would be read as a submission: write the table elsewhere",
-                              f"--out {out} 会被当作提交读取：请把结果表写到别处"))
-    if out.exists() or out.is_symlink():
-        if not _ours(out, format):
-            raise OutputError(say(
+        raise OutputError(
+            say(
+                f"--out {out} would be read as a submission: write the table elsewhere",
+                f"--out {out} 会被当作提交读取：请把结果表写到别处",
+            )
+        )
+    if (out.exists() or out.is_symlink()) and not _ours(out, format):
+        raise OutputError(
+            say(
                 f"{out} was not written by pstutor grade (or was changed since): choose another --out, "
-                "or move that file away", f"{out} 不是 pstutor grade 写的（或之后被改过）：请换一个 --out，"
-                "或者把该文件移走"))
+                "or move that file away",
+                f"{out} 不是 pstutor grade 写的（或之后被改过）：请换一个 --out，或者把该文件移走",
+            )
+        )
     folder = next((parent for parent in [out.parent, *out.parent.parents] if parent.exists()), Path("/"))
     try:  # an unnamed file (O_TMPFILE): the folder is really writable, and nothing appears in it
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as err:
-        raise OutputError(say(f"cannot write {out}: {folder} is not writable ({err.strerror})",
-                              f"无法写入 {out}：{folder} 不可写（{err.strerror}）")) from None
+        raise OutputError(
+            say(
+                f"cannot write {out}: {folder} is not writable ({err.strerror})",
+                f"无法写入 {out}：{folder} 不可写（{err.strerror}）",
+            )
+        ) from None
 
 
 def _ours(out: Path, format: str) -> bool:
@@ -96,8 +110,11 @@ def _ours(out: Path, format: str) -> bool:
         return False
     record = _load(record_path(out))
     digest = hashlib.sha256(data).hexdigest()
-    return bool(record) and record.get("format") == format and digest in (record.get("table"),
-                                                                            record.get("previous"))
+    return (
+        bool(record)
+        and record.get("format") == format
+        and digest in (record.get("table"), record.get("previous"))
+    )
 
 
 def _load(path: Path) -> dict:
@@ -125,8 +142,13 @@ def write(out: Path, data: bytes, format: str, results: list[StudentResult]) -> 
     out.parent.mkdir(parents=True, exist_ok=True)
     if format in CSV_FORMATS:  # the record first: until the table is replaced, it still knows the old one
         previous = hashlib.sha256(out.read_bytes()).hexdigest() if out.is_file() else None
-        record = {"kind": MARK, "format": format, "table": hashlib.sha256(data).hexdigest(),
-                  "previous": previous, "results": [result.to_record() for result in results]}
+        record = {
+            "kind": MARK,
+            "format": format,
+            "table": hashlib.sha256(data).hexdigest(),
+            "previous": previous,
+            "results": [result.to_record() for result in results],
+        }
         _replace(record_path(out), json.dumps(record, ensure_ascii=True, indent=1).encode())
     _replace(out, data)
 

@@ -11,6 +11,7 @@ else, or the check cell's value without a seal, is never a "passed" that scores.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hmac
 import json
@@ -37,8 +38,10 @@ MAX_OUTPUT_BYTES = 2 << 20  # kept output per submission; the rest of a flood is
 MAX_MESSAGE_BYTES = 8 << 20  # one message from the kernel; a larger one closes the connection
 _KERNEL = "pstutor-grading"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_SEAL_CELL = ('__import__("pstutor.grading.integrity", fromlist=["seal_file"]).seal_file("{plan}")  '
-              "# the grader's seal: nothing of the answers has run yet")
+_SEAL_CELL = (
+    '__import__("pstutor.grading.integrity", fromlist=["seal_file"]).seal_file("{plan}")  '
+    "# the grader's seal: nothing of the answers has run yet"
+)
 
 
 @dataclasses.dataclass
@@ -86,15 +89,32 @@ def prepare(found: Identified) -> Prepared:
         if len(checked) == 1 and not metadata.tasks_of(cell):
             checks[checked[0]] = index
     answer_sources = set(answers.values())
-    course = [cell.source for cell in notebook.cells if cell.cell_type == "code"
-              and not metadata.tasks_of(cell) and cell.source not in answer_sources]
-    plan = {"answers": answers, "checks": {task: notebook.cells[i].source for task, i in checks.items()},
-            "course": course, "imports": integrity.check_imports(found.exercise.source[:2])}
+    course = [
+        cell.source
+        for cell in notebook.cells
+        if cell.cell_type == "code" and not metadata.tasks_of(cell) and cell.source not in answer_sources
+    ]
+    plan = {
+        "answers": answers,
+        "checks": {task: notebook.cells[i].source for task, i in checks.items()},
+        "course": course,
+        "imports": integrity.check_imports(found.exercise.source[:2]),
+    }
     return Prepared(notebook, attempted, plan, checks)
 
 
-def execute(prepared: Prepared, work: Path, *, timeout: float, sandbox: str | None, slot: Slot,
-            memory: int, key: bytes, running: set[int], stopping: threading.Event) -> Text:
+def execute(
+    prepared: Prepared,
+    work: Path,
+    *,
+    timeout: float,
+    sandbox: str | None,
+    slot: Slot,
+    memory: int,
+    key: bytes,
+    running: set[int],
+    stopping: threading.Event,
+) -> Text:
     """Run the notebook in a fresh kernel inside `work`; what stopped it early (empty when nothing did)."""
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpecManager
@@ -112,11 +132,24 @@ def execute(prepared: Prepared, work: Path, *, timeout: float, sandbox: str | No
         kernel = [sys.executable, "-m", "pstutor.sandbox", *limits, str(work), "--", *kernel]
     else:
         kernel = [sys.executable, "-m", "pstutor.sandbox", "--no-walls", *limits, str(work), "--", *kernel]
-    env = {"HOME": str(work), "TMPDIR": str(work / "tmp"), "IPYTHONDIR": str(work / ".ipython"),
-           "MPLCONFIGDIR": str(work / ".matplotlib"), "MPLBACKEND": "agg"}
-    (specs / _KERNEL / "kernel.json").write_text(json.dumps(
-        {"argv": kernel, "display_name": "pstutor grading", "language": "python", "env": env,
-         "interrupt_mode": "message" if sandbox else "signal"}))
+    env = {
+        "HOME": str(work),
+        "TMPDIR": str(work / "tmp"),
+        "IPYTHONDIR": str(work / ".ipython"),
+        "MPLCONFIGDIR": str(work / ".matplotlib"),
+        "MPLBACKEND": "agg",
+    }
+    (specs / _KERNEL / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": kernel,
+                "display_name": "pstutor grading",
+                "language": "python",
+                "env": env,
+                "interrupt_mode": "message" if sandbox else "signal",
+            }
+        )
+    )
     deadline = time.monotonic() + timeout
 
     class SandboxedKernels(AsyncKernelManager):
@@ -146,9 +179,15 @@ def execute(prepared: Prepared, work: Path, *, timeout: float, sandbox: str | No
             return context
 
     client = _capped_client(set(prepared.checks.values()))(
-        prepared.notebook, kernel_name=_KERNEL, allow_errors=True, record_timing=False, iopub_timeout=10,
-        timeout_func=lambda cell: max(1, int(deadline - time.monotonic())), startup_timeout=int(timeout),
-        resources={"metadata": {"path": str(work)}}, kernel_manager_class=SandboxedKernels,
+        prepared.notebook,
+        kernel_name=_KERNEL,
+        allow_errors=True,
+        record_timing=False,
+        iopub_timeout=10,
+        timeout_func=lambda cell: max(1, int(deadline - time.monotonic())),
+        startup_timeout=int(timeout),
+        resources={"metadata": {"path": str(work)}},
+        kernel_manager_class=SandboxedKernels,
     )
     kernels: list[int] = []
     watchdogs: list[Watchdog] = []
@@ -199,8 +238,9 @@ def _capped_client(check_cells: set[int]):
     from nbclient import NotebookClient
 
     class CappedClient(NotebookClient):
-        kept = 0
-        results: set[int] = set()
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.kept, self.results = 0, set()  # bytes kept; check cells whose value was kept
 
         def process_message(self, msg, cell, cell_index):
             kind = msg.get("msg_type", "")
@@ -209,8 +249,12 @@ def _capped_client(check_cells: set[int]):
             size = len(json.dumps(msg.get("content", {}), default=str))
             self.kept += size
             if self.kept > MAX_OUTPUT_BYTES:
-                own_value = (kind == "execute_result" and cell_index in check_cells
-                             and cell_index not in self.results and size < 65536)
+                own_value = (
+                    kind == "execute_result"
+                    and cell_index in check_cells
+                    and cell_index not in self.results
+                    and size < 65536
+                )
                 if not own_value:
                     return None
             if kind == "execute_result":
@@ -228,8 +272,9 @@ def _limit_reached(watchdogs: list[Watchdog], slot: Slot, memory: int) -> Text:
     if reached == "processes":
         return text(f"limit of {PROCESS_LIMIT} processes exceeded", f"超过了 {PROCESS_LIMIT} 个进程的限制")
     if reached == "tasks":
-        return text(f"limit of {TASK_LIMIT} processes and threads exceeded",
-                    f"超过了 {TASK_LIMIT} 个进程和线程的限制")
+        return text(
+            f"limit of {TASK_LIMIT} processes and threads exceeded", f"超过了 {TASK_LIMIT} 个进程和线程的限制"
+        )
     return {}
 
 
@@ -238,10 +283,8 @@ def _kill_group(pid: int | None) -> None:
     import signal
 
     if pid:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def new_key() -> bytes:
@@ -271,9 +314,11 @@ def verdicts(prepared: Prepared, stopped: Text, key: bytes, hide: list[str]) -> 
         for task in tasks if errors else []:
             crashed[task] = {lang: _hide(_error_line(errors[0], lang), hide) for lang in ("en", "zh")}
             if course_error:
-                crashed[task] = {"en": f"{crashed[task]['en']} (after the exercise's own cell failed: "
-                                       f"{course_error['en']})",
-                                 "zh": f"{crashed[task]['zh']}（此前练习自带的单元格出错：{course_error['zh']}）"}
+                crashed[task] = {
+                    "en": f"{crashed[task]['en']} (after the exercise's own cell failed: "
+                    f"{course_error['en']})",
+                    "zh": f"{crashed[task]['zh']}（此前练习自带的单元格出错：{course_error['zh']}）",
+                }
     results: dict[str, TaskResult] = {}
     for task, index in prepared.checks.items():
         if task in attempted:
@@ -286,11 +331,15 @@ def verdicts(prepared: Prepared, stopped: Text, key: bytes, hide: list[str]) -> 
         if tried and task in crashed and (earlier is None or earlier.status != PASSED):
             interrupted = stopped and crashed[task]["en"].startswith("KeyboardInterrupt")
             details = stop_text if interrupted else crashed[task]
-            results[task] = TaskResult(task, CRASHED, details, earlier.review if earlier else [],
-                                       earlier.evidence if earlier else [])
+            results[task] = TaskResult(
+                task, CRASHED, details, earlier.review if earlier else [], earlier.evidence if earlier else []
+            )
         elif task not in results:
-            results[task] = _no_verdict(task, tried, notebook.cells[prepared.checks[task]], stop_text, hide) \
-                if task in prepared.checks else TaskResult(task, CRASHED if tried else NOT_ATTEMPTED)
+            results[task] = (
+                _no_verdict(task, tried, notebook.cells[prepared.checks[task]], stop_text, hide)
+                if task in prepared.checks
+                else TaskResult(task, CRASHED if tried else NOT_ATTEMPTED)
+            )
     return dict(sorted(results.items()))
 
 
@@ -298,16 +347,23 @@ def _no_verdict(task: str, tried: bool, cell, stopped: Text, hide: list[str]) ->
     """A task whose check cell gave no verdict: it did not run (the kernel stopped), it failed, or
     it ran and showed none at all — which only an answer that rewrote or muted it can cause."""
     errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-    if stopped or cell.get("execution_count") is None and not errors:
-        return TaskResult(task, CRASHED, stopped or text("its check did not run", "它的检查没有运行")) \
-            if tried else TaskResult(task, NOT_ATTEMPTED)
+    if stopped or (cell.get("execution_count") is None and not errors):
+        return (
+            TaskResult(task, CRASHED, stopped or text("its check did not run", "它的检查没有运行"))
+            if tried
+            else TaskResult(task, NOT_ATTEMPTED)
+        )
     if errors:
         line = {lang: _hide(_error_line(errors[0], lang), hide) for lang in ("en", "zh")}
         found = text(f"its check failed: {line['en']}", f"它的检查出错：{line['zh']}")
         return TaskResult(task, CRASHED, found) if tried else TaskResult(task, NOT_ATTEMPTED)
-    return TaskResult(task, CRASHED if tried else NOT_ATTEMPTED,
-                      text("its check cell ran but gave no verdict", "它的检查单元格运行了，却没有给出判定"),
-                      ["no-verdict"], [f"{task}: the check cell ran without showing the checker's verdict"])
+    return TaskResult(
+        task,
+        CRASHED if tried else NOT_ATTEMPTED,
+        text("its check cell ran but gave no verdict", "它的检查单元格运行了，却没有给出判定"),
+        ["no-verdict"],
+        [f"{task}: the check cell ran without showing the checker's verdict"],
+    )
 
 
 def _verdict(task: str, cell, attempted: bool, key: bytes, hide: list[str]) -> TaskResult | None:
@@ -325,20 +381,28 @@ def _verdict(task: str, cell, attempted: bool, key: bytes, hide: list[str]) -> T
         elif record.get("status") == FAILED:
             failure = failure or record
     if genuine is not None:
-        reasons = [entry for entry in genuine.get("integrity", []) if isinstance(entry, list) and len(entry) == 3]
+        reasons = [
+            entry for entry in genuine.get("integrity", []) if isinstance(entry, list) and len(entry) == 3
+        ]
         review = list(dict.fromkeys(str(reason) for reason, _, _ in reasons))
         evidence = [f"{at}: {detail}" for _, at, detail in reasons]
         return _from_record(task, genuine, attempted, hide, review, evidence)
     if failure is not None:
         return _from_record(task, failure, attempted, hide, [], [])
     if unsealed_pass is not None:
-        return TaskResult(task, PASSED if attempted else NOT_ATTEMPTED, {}, ["unsealed"],
-                          [f"{task}: a 'passed' shown without the checker's seal"])
+        return TaskResult(
+            task,
+            PASSED if attempted else NOT_ATTEMPTED,
+            {},
+            ["unsealed"],
+            [f"{task}: a 'passed' shown without the checker's seal"],
+        )
     return None
 
 
-def _from_record(task: str, record: dict, attempted: bool, hide: list[str], review: list[str],
-                 evidence: list[str]) -> TaskResult:
+def _from_record(
+    task: str, record: dict, attempted: bool, hide: list[str], review: list[str], evidence: list[str]
+) -> TaskResult:
     status = record.get("status")
     if not attempted or status == NOT_DONE:
         return TaskResult(task, NOT_ATTEMPTED, {}, review, evidence)
@@ -364,8 +428,11 @@ def _error_line(error: dict, lang: str) -> str:
         return f"{name}: {value[:200]}"
     number = where[-1]
     line = f": {code[0].strip()[:120]}" if code else ""
-    return f"{name}: {value[:200]} (line {number}{line})" if lang == "en" else \
-        f"{name}: {value[:200]}（第 {number} 行{line.replace(': ', '：', 1)}）"
+    return (
+        f"{name}: {value[:200]} (line {number}{line})"
+        if lang == "en"
+        else f"{name}: {value[:200]}（第 {number} 行{line.replace(': ', '：', 1)}）"
+    )
 
 
 def _hide(text_: str, paths: list[str]) -> str:
