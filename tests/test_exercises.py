@@ -48,7 +48,7 @@ REQUIREMENTS = {
     "08.1": ["strings", "invalid", "same-cluster", "chief-missing", "addresses", "task-twice",
              "task-missing"],
     "08.2": ["tf-config-resolver", "task-type", "same-resolver"],
-    "08.3": ["io-device", "io-device-chief", "saved", "contents", "on-ps", "restored"],
+    "08.3": ["io-device", "io-device-chief", "saved", "contents", "new-variables", "on-ps", "restored"],
     "09.1": ["strategy", "devices", "global-batch", "lr-scaled", "dataset-batch", "scope", "optimizer-rate",
              "fit"],
     "09.2": ["chief", "chief-job", "no-chief-job", "one-chief", "chief-path", "everyone-saves",

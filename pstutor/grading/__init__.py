@@ -189,6 +189,8 @@ def grade(
                 f"评分程序无法为 {results[0].student} 评分：{results[0].problem.get('zh', '')}",
             )
         )
+    if single:  # one submission's results.json: graded, or invalid with the reason
+        writer.finish(results[0])
     return results
 
 
@@ -340,8 +342,6 @@ def _run_all(
             finished[0] += 1
             try:
                 writer.write(results)
-                if len(results) == 1:
-                    writer.finish(result)
             except Exception as err:
                 log(
                     say(

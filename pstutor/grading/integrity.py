@@ -403,7 +403,9 @@ def install(key: bytes, work: str) -> None:
                 {
                     key: contents(value)
                     for key, value in dict_items(kept)
-                    if own and (type_(value) is dict_ or type_(value) is list_)
+                    # the checks' registry and data; other modules' containers are their running state
+                    if str_startswith(name, "pstutor.checks")
+                    and (type_(value) is dict_ or type_(value) is list_)
                 },
             )
             for value in dict_values(kept):
