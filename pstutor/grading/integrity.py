@@ -48,7 +48,7 @@ class Refused(RuntimeError):
     """An operation a graded answer may not perform."""
 
 
-def install(key: bytes, work: str) -> None:
+def install(key: memoryview, work: str) -> None:
     """Install the hook; `work` is the sandbox folder (everything written there is the answer's)."""
     import _hashlib
     import gc
@@ -112,7 +112,9 @@ def install(key: bytes, work: str) -> None:
         sys.addaudithook,
         threading.get_ident,
     )
-    hmac_digest, hexlify = _hashlib.hmac_digest, bytes.hex
+    # The key lives on only inside OpenSSL's HMAC context (no Python object holds it): the caller
+    # zeroes the buffer it passed once this returns, and every seal starts from a copy.
+    mac_copy = _hashlib.hmac_new(key, digestmod="sha256").copy
     dict_get, dict_items, dict_values = dict.get, dict.items, dict.values
     proxy_items = type(type.__dict__).items
     list_append, str_startswith, str_endswith = list.append, str.startswith, str.endswith
@@ -649,7 +651,9 @@ def install(key: bytes, work: str) -> None:
         state["checking"] = ""
         unique = sorted_({(reason, at, detail[:160]) for reason, at, detail in found})[:50]
         record["integrity"] = [[reason, at, detail] for reason, at, detail in unique]
-        record["seal"] = hexlify(hmac_digest(key, canonical_text(record).encode(), "sha256"))
+        mac = mac_copy()
+        mac.update(canonical_text(record).encode())
+        record["seal"] = mac.hexdigest()
 
     def canonical_text(value) -> str:
         if type_(value) is dict_:

@@ -24,14 +24,15 @@ def _not_dumpable() -> None:
 def main(argv: list[str]) -> None:
     """Read and delete the key, wall the kernel in, then run IPython's kernel with the rest of `argv`."""
     keyfile, rest = argv[0], argv[1:]
-    with open(keyfile, "rb") as handle:
-        key = handle.read()
+    key = bytearray(64)
+    with open(keyfile, "rb", buffering=0) as handle:
+        length = handle.readinto(key)
     os.unlink(keyfile)
     _not_dumpable()
     from pstutor.grading import integrity
 
-    integrity.install(key, os.path.dirname(os.path.abspath(keyfile)))
-    del key
+    integrity.install(memoryview(key)[:length], os.path.dirname(os.path.abspath(keyfile)))
+    key[:] = bytes(len(key))  # the HMAC context holds what sealing needs; no copy of the key stays
     from ipykernel import kernelapp
 
     sys.argv = ["ipykernel_launcher", *rest]
