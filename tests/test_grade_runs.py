@@ -253,3 +253,23 @@ def test_gradescope_and_prairielearn_results_of_one_submission(tmp_path):
         and payload["gradable"] is False
         and "exactly one" in payload["format_errors"][0]
     )
+
+
+@needs_bwrap
+def test_a_canvas_gradebook_collects_one_column_per_exercise(tmp_path):
+    schema = json.loads((SCHEMAS / "canvas-gradebook.json").read_text())
+    out = tmp_path / "gradebook.csv"
+    for exercise, source in (("01", SOURCE), ("02", ROOT / "lessons" / "exercises" / "02_sharding.md")):
+        folder = tmp_path / exercise
+        folder.mkdir()
+        (folder / "s1234.ipynb").write_bytes(build.notebook_path(source, "en", "solution").read_bytes())
+        result = run_pstutor("grade", str(folder), "--format", "canvas", "--out", str(out), "--course",
+                             str(ROOT), timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+    with open(out, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    jsonschema.validate(rows, schema)
+    assert list(rows[0])[:5] == schema["x-header"] and len(rows) == 2
+    student = rows[1]
+    assert student["SIS Login ID"] == "s1234" and student["Student"] == "s1234"
+    assert [value for key, value in student.items() if key.startswith("Exercise")] == ["3", "3"]
