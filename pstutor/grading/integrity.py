@@ -123,6 +123,7 @@ def install(key: memoryview, work: str) -> None:
     type_dict, type_mro = type.__dict__["__dict__"].__get__, type.__dict__["__mro__"].__get__
     type_qualname = type.__dict__["__qualname__"].__get__
     module_type, function_type, method_type = types.ModuleType, types.FunctionType, types.MethodType
+    code_type = types.CodeType
     module_dict = module_type.__dict__["__dict__"].__get__
     function_code = function_type.__dict__["__code__"].__get__
     function_defaults = function_type.__dict__["__defaults__"].__get__
@@ -296,15 +297,10 @@ def install(key: memoryview, work: str) -> None:
             task = immediate(caller)
             if task is not None:
                 return note("dynamic-code", task, f"{event} of code built at run time")
-            # IPython compiling a cell to run it passes the parsed tree (a traceback's or a tool's
-            # reading of the source passes text): only then does a cell start.
-            running = (
-                event == "compile"
-                and len_(args) > 1
-                and type_(args[0]) is not str_
-                and type_(args[0]) is not bytes_
-            )
-            filename = args[1] if running else None
+            # IPython runs a cell by exec'ing its code (a traceback's or a tool's reading of the
+            # source only compiles): only then does a cell start.
+            running = event == "exec" and len_(args) > 0 and type_(args[0]) is code_type
+            filename = args[0].co_filename if running else None
             if type_(filename) is str_ and filename in state["student"]:
                 state["current"], state["checking"] = state["student"][filename], ""
                 student_threads(f"the answer to {state['current']}")
