@@ -169,6 +169,10 @@ def execute(
         def _connection_file_in_the_sandbox(self) -> str:
             return str(work / "connection.json")
 
+        async def _async_post_start_kernel(self, **kw) -> None:
+            await super()._async_post_start_kernel(**kw)
+            started(self.provisioner.pid)  # watched, and stopped on Ctrl-C, from its very start
+
         @default("context")
         def _bounded_messages(self):
             import zmq
@@ -192,13 +196,18 @@ def execute(
     kernels: list[int] = []
     watchdogs: list[Watchdog] = []
 
-    def started(**_) -> None:
-        pid = client.km.provisioner.pid
+    def started(pid: int) -> None:
         kernels.append(pid)
         running.add(pid)
         watchdogs.append(Watchdog(pid, memory=memory, on_limit=lambda: _kill_group(pid)))
+        if stopping.is_set():  # stopped while it was starting
+            _kill_group(pid)
 
-    client.on_notebook_start = started
+    def next_cell(**_) -> None:
+        if stopping.is_set():
+            raise Interrupted()
+
+    client.on_cell_start = next_cell
     timer = threading.Timer(timeout + 15, lambda: [_kill_group(pid) for pid in kernels])
     timer.start()  # the last resort, for a kernel stuck where an interrupt cannot reach
     try:
