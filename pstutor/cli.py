@@ -484,6 +484,12 @@ def _known_errors() -> tuple[type[Exception], ...]:
     return (BadInput, CourseNotFoundError, *found)
 
 
+def _prog(args: argparse.Namespace | None) -> str:
+    """'pstutor cluster launch-files': the command the user ran, as the first words of a message."""
+    words = ["pstutor", getattr(args, "command", None), getattr(args, "action", None)]
+    return " ".join(word for word in words if word)
+
+
 def _quiet_stdout() -> None:
     """Point standard output at /dev/null, so that nothing more (not even the exit's flush) fails."""
     with contextlib.suppress(OSError):
@@ -496,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `pstutor` command; returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     set_language(chosen_language(argv, os.environ))
+    args = None
     with _Stops() as stops:
         try:
             try:
@@ -516,10 +523,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(say("interrupted.", "已中断。"), file=sys.stderr)
                 return stops.exit_code(130)
             if isinstance(err, _known_errors()):
-                print(f"pstutor: {err}", file=sys.stderr)
+                print(f"{_prog(args)}{say(': ', '：')}{err}", file=sys.stderr)
                 return 2
             if isinstance(err, OSError) and err.strerror:
-                print(f"pstutor: {err.strerror}: {err.filename or ''}".rstrip(": "), file=sys.stderr)
+                where = f": {err.filename}" if err.filename else ""
+                print(f"{_prog(args)}{say(': ', '：')}{err.strerror}{where}", file=sys.stderr)
                 return 1
             raise
 

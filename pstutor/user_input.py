@@ -56,6 +56,12 @@ _NAME_MAX = 255
 _PROGRAM = re.compile(r"/?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 
 
+def shown(value: object, limit: int = 40) -> str:
+    """`repr(value)`, shortened in the middle when long: a message echoes input, never floods."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 2:]}"
+
+
 class BadInput(ValueError):
     """A value the user gave that cannot be used; the message is one line in the user's language."""
 
@@ -77,7 +83,7 @@ def argument_type(check: Callable[..., T], *args: object) -> Callable[[str], T]:
 def whole_number(text: str, low: int, high: int | None = None) -> int:
     """An integer from `low` to `high` (None: no upper bound), written in ASCII digits."""
     if not _DIGITS.fullmatch(text.strip()):
-        raise BadInput(say(f"must be a whole number, not {text!r}", f"必须是整数，而不是 {text!r}"))
+        raise BadInput(say(f"must be a whole number, not {shown(text)}", f"必须是整数，而不是 {shown(text)}"))
     value = int(text)
     if value < low:
         raise BadInput(say(f"must be at least {low}, not {value}", f"必须至少为 {low}，而不是 {value}"))
@@ -101,8 +107,8 @@ def folder(text: str) -> Path:
         raise BadInput(say("an empty path: give a folder, e.g. out/",
                            "路径为空：请给出一个文件夹，例如 out/"))
     if "\0" in text:
-        raise BadInput(say(f"{text!r} is not a path (it holds a NUL character)",
-                           f"{text!r} 不是路径（含有 NUL 字符）"))
+        raise BadInput(say(f"{shown(text)} is not a path (it holds a NUL character)",
+                           f"{shown(text)} 不是路径（含有 NUL 字符）"))
     return Path(text)
 
 
@@ -125,16 +131,16 @@ def host(text: str) -> str:
         ok = _is_ip(name, ipaddress.IPv4Address) if re.fullmatch(r"[0-9.]+", name) else _is_dns_name(name)
     if not ok:
         raise BadInput(say(
-            f"{text!r} is not a host: give an IP address (10.0.0.5, [fd00::5]) or a DNS name "
+            f"{shown(text)} is not a host: give an IP address (10.0.0.5, [fd00::5]) or a DNS name "
             "(node-1.example.com), optionally with :PORT",
-            f"{text!r} 不是主机：请给出 IP 地址（10.0.0.5、[fd00::5]）或 DNS 名称"
+            f"{shown(text)} 不是主机：请给出 IP 地址（10.0.0.5、[fd00::5]）或 DNS 名称"
             "（node-1.example.com），可带 :端口"))
     if given_port is None:
         return name
     try:
         return f"{name}:{port(given_port)}"
     except BadInput as err:
-        raise BadInput(f"{text!r}: {err}") from None
+        raise BadInput(f"{shown(text)}: {err}") from None
 
 
 def hosts(text: str) -> list[str]:
@@ -154,9 +160,10 @@ def image_reference(text: str) -> str:
     match = _REFERENCE.fullmatch(text) if isinstance(text, str) and len(text) <= 1024 else None
     if match is None or len(match["name"]) > _NAME_MAX:
         raise BadInput(say(
-            f"{text!r} is not a container image reference; registries take lowercase names such as "
+            f"{shown(text)} is not a container image reference; registries take lowercase names such as "
             "registry.example.com/team/train:1",
-            f"{text!r} 不是容器镜像引用；镜像仓库只接受小写名称，例如 registry.example.com/team/train:1"))
+            f"{shown(text)} 不是容器镜像引用；镜像仓库只接受小写名称，"
+            "例如 registry.example.com/team/train:1"))
     return text
 
 
@@ -166,9 +173,10 @@ def program_path(text: str) -> str:
     if not (name and _PROGRAM.fullmatch(text) and not text.startswith("-")
             and name not in (".", "..") and len(text) <= 1024):
         raise BadInput(say(
-            f"{text!r}: give the program as a path of letters, digits, '.', '_', '-' and '/', "
+            f"{shown(text)}: give the program as a path of letters, digits, '.', '_', '-' and '/', "
             "e.g. train.py or src/train.py",
-            f"{text!r}：程序路径只能由字母、数字、“.”、“_”、“-”和“/”组成，例如 train.py 或 src/train.py"))
+            f"{shown(text)}：程序路径只能由字母、数字、“.”、“_”、“-”和“/”组成，"
+            "例如 train.py 或 src/train.py"))
     return text
 
 
