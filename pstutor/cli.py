@@ -156,7 +156,10 @@ def _compare(args: argparse.Namespace) -> int:
     from pstutor.compare_worker import NUM_EXAMPLES
     from pstutor.local_cluster import TASK_MEMORY_GB, memory_shortfall
 
-    names = check_strategies([n.strip() for n in args.strategies.split(",")])
+    try:
+        names = check_strategies([n.strip() for n in args.strategies.split(",")])
+    except ValueError as err:
+        raise BadInput(str(err)) from None
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise BadInput(say(f"--strategies names {', '.join(twice)} twice; each strategy runs once",

@@ -116,14 +116,17 @@ def test_the_dockerfile_builds_the_course_environment_and_the_program(tmp_path):
     assert (tmp_path / "tfjob.yaml").exists() and not (tmp_path / "kubernetes.yaml").exists()
 
 
-def test_a_program_with_yaml_special_characters_stays_one_string():
-    program = "train: 'x' #1.py"
-    with pytest.raises(LaunchFilesError):  # a space: refused
+@pytest.mark.parametrize("program", ["train: 'x' #1.py", "train:'x'#1\"ü.py", "tr$HOME.py", "a b.py",
+                                     "-rf.py", "src/", "..", "train.py\n  - injected: true", ""])
+def test_a_program_that_a_shell_yaml_or_copy_line_would_read_specially_is_refused(program):
+    with pytest.raises(LaunchFilesError, match="give the program as a path"):
         kubernetes_manifest(1, 1, program=program)
-    program = "train:'x'#1\"ü.py"
-    job = next(d for d in yaml.safe_load_all(kubernetes_manifest(1, 1, program=program))
-               if d["kind"] == "Job" and "chief" in d["metadata"]["name"])
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"][1] == f"/app/{program}"
+
+
+def test_a_program_in_a_folder_keeps_its_path_for_the_script_and_its_name_for_the_image(tmp_path):
+    write_launch_files(tmp_path, HOSTS, 2, 1, program="/opt/team-a/my_train.v2.py")
+    assert "exec python /opt/team-a/my_train.v2.py" in (tmp_path / "start-chief-0.sh").read_text()
+    assert "COPY my_train.v2.py /app/my_train.v2.py" in (tmp_path / "Dockerfile").read_text()
 
 
 def test_rewriting_its_own_files_is_allowed(tmp_path):
@@ -169,9 +172,9 @@ def test_the_command_refuses_bad_input_and_changes_nothing(tmp_path, case):
         args[-1], expected = str(folder / "notes.txt"), "is a file"
     elif case == "newline-program":
         args += ["--program", "train.py\n  - injected: true"]
-        expected = "a file name on one line"
+        expected = "give the program as a path"
     elif case == "not-writable":
-        args[-1], expected = str(folder / "notes.txt" / "sub"), "Cannot write the launch files"
+        args[-1], expected = str(folder / "notes.txt" / "sub"), "cannot write into"
     elif case == "bad-name":
         args += ["--name", "My_Cluster"]
         expected = "--name 'My_Cluster'"
@@ -196,5 +199,5 @@ def test_refusals_speak_chinese(tmp_path):
     result = run_pstutor("--lang", "zh", "cluster", "launch-files", "--hosts", ",".join(HOSTS),
                          "--out", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.strip().endswith("或先移走该文件。")
+    assert result.stderr.strip().endswith("不是 pstutor cluster launch-files 写的；请先移走，或换一个文件夹。")
     assert len(result.stderr.strip().splitlines()) == 1
