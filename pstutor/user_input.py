@@ -137,6 +137,9 @@ def host(text: str) -> str:
             "（node-1.example.com），可带 :端口"))
     if given_port is None:
         return name
+    if not re.fullmatch(r"[0-9]{1,30}", given_port):
+        raise BadInput(say(f"{shown(text)} is not a host: the part after ':' must be a port number",
+                           f"{shown(text)} 不是主机：“:”后面必须是端口号"))
     try:
         return f"{name}:{port(given_port)}"
     except BadInput as err:

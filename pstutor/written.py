@@ -83,7 +83,7 @@ def _plan(folder: Path, names: list[str], owner: str, force: bool) -> tuple[dict
         raise OutputRefused(say(f"{folder} is a file, not a folder; give a folder.",
                                 f"{folder} 是文件而不是文件夹；请给出一个文件夹。"))
     existing = next(p for p in (folder.absolute(), *folder.absolute().parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir() or not _can_create_in(existing):
         raise OutputRefused(say(f"cannot write into {existing}.", f"无法写入 {existing}。"))
     record = _load(folder)
     mine = record.get(owner, {})
@@ -115,6 +115,16 @@ def _plan(folder: Path, names: list[str], owner: str, force: bool) -> tuple[dict
             f"{folder} 中的 {_listed(edited)} 在 pstutor {owner} 写出之后被修改过；"
             "要覆盖这些修改，请加 --force 重新运行，或换一个文件夹。"))
     return record, stale
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in `folder`: tried, since permissions do not bind root and a
+    read-only file system is not a permission."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
 
 
 def _load(folder: Path) -> dict[str, dict[str, list[str]]]:

@@ -102,7 +102,7 @@ def test_a_folder_is_never_empty(text):
 def test_messages_follow_the_language_and_shorten_long_input():
     set_language("zh")
     try:
-        with pytest.raises(BadInput, match="^必须至少为 1，而不是 0$"):
+        with pytest.raises(BadInput, match=r"^必须至少为 1，而不是 0$"):
             user_input.whole_number("0", 1)
     finally:
         set_language("en")

@@ -54,7 +54,7 @@ def test_an_edited_file_is_refused_with_the_list_unless_forced(tmp_path):
 def test_a_file_it_did_not_write_is_never_replaced(tmp_path, force):
     (tmp_path / "loss.png").write_bytes(b"the user's own picture")
     before = _tree(tmp_path)
-    with pytest.raises(OutputRefused, match=r"^not replaced: loss\.png in .* was not written by pstutor demo"):
+    with pytest.raises(OutputRefused, match=r"^not replaced: loss\.png in .* was not written by"):
         written.write(tmp_path, {"loss.png": b"png", "topology.png": b"png"}, "demo", force=force)
     assert _tree(tmp_path) == before  # not even the record or the other picture
 
@@ -68,7 +68,7 @@ def test_a_link_is_never_followed_nor_replaced(tmp_path, force):
     (out / "loss.png").unlink()
     (out / "loss.png").symlink_to(target)  # a link where its own file was: no longer its own
     before = _tree(tmp_path)
-    with pytest.raises(OutputRefused, match="not replaced: loss.png"):
+    with pytest.raises(OutputRefused, match=r"not replaced: loss\.png"):
         written.write(out, {"loss.png": b"new"}, "demo", force=force)
     assert _tree(tmp_path) == before and target.read_text() == "precious"
 
@@ -127,7 +127,7 @@ def test_a_file_or_an_unwritable_place_is_refused_before_anything(tmp_path):
     (tmp_path / "file").write_text("mine")
     with pytest.raises(OutputRefused, match="is a file, not a folder"):
         written.check(tmp_path / "file", ["a.txt"], "demo")
-    with pytest.raises(OutputRefused, match="cannot write into .*file"):
+    with pytest.raises(OutputRefused, match=r"cannot write into .*file"):
         written.check(tmp_path / "file" / "sub", ["a.txt"], "demo")
     assert not (tmp_path / "new").exists()
     written.check(tmp_path / "new" / "deeper", ["a.txt"], "demo")  # a folder to be created: fine
