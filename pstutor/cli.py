@@ -22,6 +22,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,7 +88,28 @@ def _build(args: argparse.Namespace) -> int:
             f"or a name such as {stems[0] if stems else '01_cluster'}",
             f"没有与 {', '.join(map(repr, unknown))} 对应的课程或练习；请给出编号（如 01）"
             f"或名称（如 {stems[0] if stems else '01_cluster'}）"))
-    for path in build(root, args.lessons or None, run=not args.no_execute, keep=args.keep_outputs):
+    done: list[Path] = []
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            done.extend(build(root, args.lessons or None, run=not args.no_execute, keep=args.keep_outputs))
+        except BaseException as err:  # handed to the main thread, which reports it
+            failed.append(err)
+
+    # The build runs beside the main thread: nbclient replaces the main thread's SIGINT and
+    # SIGTERM handlers with its own (which kill the kernel and end in DeadKernelError); in
+    # another thread it cannot, so Ctrl-C and kill stay this command's, said in one line.
+    worker = threading.Thread(target=work, name="pstutor-build", daemon=True)
+    worker.start()
+    try:
+        worker.join()
+    except KeyboardInterrupt:
+        worker.join(timeout=10)  # Ctrl-C also interrupted the kernel: let nbclient shut it down
+        raise
+    if failed:
+        raise failed[0]
+    for path in done:
         print(say("wrote", "已写入"), path.relative_to(root))
     return 0
 

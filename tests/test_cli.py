@@ -223,8 +223,11 @@ def test_a_closed_pipe_stops_cluster_up_and_its_tasks():
 
 
 def test_sigterm_stops_cluster_up_as_ctrl_c_does_with_143():
-    process = _start("cluster", "up", "--workers", "1", "--ps", "1")
-    _read_until(process, "Ctrl-C")
+    port = _free_ports(3)
+    process = _start("cluster", "up", "--workers", "1", "--ps", "1", "--port", str(port))
+    shown = _read_until(process, "Ctrl-C")
+    assert f"worker 0  127.0.0.1:{port + 1}" in shown and f"ps 0  127.0.0.1:{port + 2}" in shown
+    assert f'"chief": ["127.0.0.1:{port}"]' in shown  # --port: the chief first, then workers, then ps
     children = descendants(process.pid)
     assert len(children) == 2
     process.send_signal(signal.SIGTERM)
@@ -258,7 +261,8 @@ def test_sigterm_stops_compare_and_its_children_with_143():
     assert wait_gone(children) == [] and left == []
 
 
-def test_ctrl_c_during_a_build_prints_one_line_and_leaves_no_kernel(tmp_path):
+@pytest.mark.parametrize("how, code", [("ctrl-c", 130), ("kill", 143)])
+def test_stopping_a_build_prints_one_line_and_leaves_no_kernel(tmp_path, how, code):
     course = export_tree(tmp_path / "course")
     notebook = course / "notebooks" / "en" / "01_cluster.ipynb"
     stored = notebook.read_bytes()
@@ -272,12 +276,25 @@ def test_ctrl_c_during_a_build_prints_one_line_and_leaves_no_kernel(tmp_path):
         time.sleep(0.2)
     time.sleep(2)
     children = descendants(process.pid)
-    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    if how == "ctrl-c":
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    else:
+        process.send_signal(signal.SIGTERM)  # `kill PID`: the kernel is not told
     process.stdout.read()
     err, left = _finish(process)
-    assert process.returncode == 130 and err.strip() == "interrupted.", err
+    assert process.returncode == code and err.strip() == "interrupted.", err
     assert wait_gone(children) == [] and left == []
     assert notebook.read_bytes() == stored
+
+
+def _free_ports(count: int) -> int:
+    """The first of `count` consecutive ports that are free now."""
+    from pstutor.task_server import port_in_use
+
+    for first in range(23000, 60000, 97):
+        if not any(port_in_use(p) for p in range(first, first + count)):
+            return first
+    raise AssertionError("no free ports")
 
 
 def _cmdline(pid: int) -> str:
