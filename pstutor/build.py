@@ -470,14 +470,17 @@ def keep_outputs(notebook: nbformat.NotebookNode, stored: dict) -> None:
 
 
 def build(root: Path, names: list[str] | None = None, run: bool = True, log=print,
-          keep: bool = False) -> list[Path]:
+          keep: bool = False, only: tuple[str, ...] = tuple(VARIANTS)) -> list[Path]:
     """Regenerate (and by default execute) the notebooks of the course at `root`, or the named ones.
 
     `keep` re-renders without executing and keeps the stored outputs: for edits of prose,
-    of the setup cell or of the publication settings, which no output depends on.
+    of the setup cell or of the publication settings, which no output depends on. `only`
+    limits the build to some variants (("lesson",) leaves the exercises as they are).
     """
     written = []
     for source, variant, lang in targets(root, names):
+        if variant not in only:
+            continue
         path = notebook_path(source, lang, variant)
         path.parent.mkdir(parents=True, exist_ok=True)
         notebook = render(source, lang, variant)
