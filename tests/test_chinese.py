@@ -11,7 +11,6 @@ from pstutor import build, glossary
 ZH = sorted(p for kind in ("notebooks", "solutions", "exercises")
             for p in (ROOT / kind / "zh").glob("*.ipynb"))
 CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
-WORD = re.compile(r"\b[A-Za-z]{2,}\b")
 # TensorFlow's, gRPC's and Python's own text, and what is code or data rather than a sentence
 FOREIGN = re.compile(r"grpc|GRPC|/job:|error\(s\)|Detected at node|stack traces|UNAVAILABLE|CANCELLED|"
                      r"\[Op:|<Figure|tf_keras|transient connectivity|derived errors|Traceback|File \"|"
@@ -36,7 +35,7 @@ def figure_english(text: str) -> list[str]:
 
 
 def english_lines(notebook: dict) -> list[str]:
-    """Lines the course printed in English (no CJK, three or more English words, not a log or code),
+    """Lines the course printed in English (no CJK, two or more English words, not a log or code),
     and English words in its figures."""
     found = []
     for index, cell in enumerate(notebook["cells"]):
@@ -50,7 +49,7 @@ def english_lines(notebook: dict) -> list[str]:
                 continue
             for line in text.splitlines():
                 if not (CJK.search(line) or FOREIGN.search(line) or CODE.search(line)) \
-                        and len(WORD.findall(line)) >= 3:
+                        and sum(map(english_word, line.split())) >= 2:
                     found.append(f"[{index}] {line[:120]}")
     return found
 
