@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from pstutor import user_input
@@ -453,7 +453,7 @@ def _argparse_words(lang: str) -> Iterator[None]:
         argparse._, argparse.ngettext = original
 
 
-def chosen_language(argv: list[str], environ: dict[str, str] | os._Environ) -> str:
+def chosen_language(argv: list[str], environ: Mapping[str, str]) -> str:
     """`--lang` anywhere before `--` (the last one wins), else the locale: zh_* is Chinese."""
     chosen = None
     for i, word in enumerate(argv):
