@@ -15,6 +15,7 @@ code 1: the port is probed before TensorFlow binds it, and should the bind fail 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -69,21 +70,27 @@ def serve() -> int:
 
 
 def port_in_use(port: int) -> bool:
-    """Whether a server could not listen on `port` of every interface, as TensorFlow's does."""
-    family, address = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
-    try:
-        probe = socket.socket(family, socket.SOCK_STREAM)
-    except OSError:  # IPv6 compiled in but switched off
-        family, address = socket.AF_INET, "0.0.0.0"
-        probe = socket.socket(family, socket.SOCK_STREAM)
-    with probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC: TIME_WAIT is no owner
-        if family == socket.AF_INET6:
-            probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # IPv4 and IPv6 at once
+    """Whether a server could not listen on `port` of every interface, as TensorFlow's does.
+
+    Tried as TensorFlow's gRPC does: IPv6 and IPv4 at once, or IPv4 alone where this machine
+    (a container, a network namespace) has no IPv6. Only "address in use" means in use.
+    """
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
         try:
-            probe.bind((address, port))
-        except OSError:
-            return True
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no such family here
+            continue
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC: TIME_WAIT is no owner
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            try:
+                probe.bind((address, port))
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    return True
+                continue  # e.g. IPv6 switched off: the IPv4 probe decides
+            return False
     return False
 
 
