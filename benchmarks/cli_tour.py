@@ -1,11 +1,13 @@
 """The tour of bad input, as a user meets it: every case of tests/cli_cases.py run as a real
 `pstutor` process in a sandbox folder of its own, then a table of what each did.
 
-    python benchmarks/cli_tour.py [--jobs 2] [--only TEXT]
+    python benchmarks/cli_tour.py [--jobs 2] [--only TEXT] [--no-stops]
 
 Columns: the input, the exit code, the first line of its output, the verdict ("refused" or
-what went wrong: traceback, wrongly accepted, files changed, processes left, ...). The last
-lines are the totals. Exit status 0 only when every case was refused cleanly.
+what went wrong: traceback, wrongly accepted, files changed, processes left, ...), then the
+totals. A second table stops running commands (`demo`, `cluster up`, `compare`, `doctor`) by a
+closed pipe, `kill` and Ctrl-C: exit code, what it said, processes left. Exit status 0 only
+when every case was refused cleanly and every stop was clean.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from cli_cases import Case, Outcome, cases, run_in_subprocess
+from cli_cases import Case, Outcome, cases, run_in_subprocess, run_stop, stop_problems, stops
 
 from pstutor.tables import align, text_width
 
@@ -33,6 +35,7 @@ def main() -> int:
     options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     options.add_argument("--jobs", type=int, default=2, help="cases run at once (default: 2)")
     options.add_argument("--only", default="", help="run only the cases whose name contains this")
+    options.add_argument("--no-stops", action="store_true", help="skip the closed pipes and signals")
     args = options.parse_args()
     chosen = [case for case in cases() if args.only in case.name]
     started = time.perf_counter()
@@ -58,7 +61,28 @@ def main() -> int:
     print()
     print(f"{len(results)} inputs in {time.perf_counter() - started:.0f} s: "
           + ", ".join(f"{count} {kind}" for kind, count in totals.items()))
-    return 0 if totals["refused"] == len(results) else 1
+    clean = totals["refused"] == len(results)
+    if not args.no_stops:
+        clean &= _stops()
+    return 0 if clean else 1
+
+
+def _stops() -> bool:
+    """Closed pipes and signals on running commands (one at a time: each starts TensorFlow)."""
+    rows = [["running command stopped", "exit", "stderr", "verdict"]]
+    started, clean = time.perf_counter(), 0
+    for stop in stops():
+        with tempfile.TemporaryDirectory(prefix="pstutor-tour-") as folder:
+            outcome = run_stop(stop, Path(folder))
+        problems = stop_problems(stop, outcome)
+        clean += not problems
+        said = _clip(outcome.stderr.strip(), 60)
+        rows.append([stop.name, str(outcome.code), said, ", ".join(problems) or "clean"])
+    print()
+    print("\n".join(line.rstrip() for line in align(rows, [False, True, False, False])))
+    print()
+    print(f"{len(rows) - 1} stops in {time.perf_counter() - started:.0f} s: {clean} clean")
+    return clean == len(rows) - 1
 
 
 def _clip(text: str, width: int) -> str:

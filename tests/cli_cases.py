@@ -413,3 +413,95 @@ def cases() -> list[Case]:
     found += _numbers(["compare"], "--batch-size", 1, None)[:7]
     found += _numbers(["compare"], "--steps-per-execution", 1, None)[:7]
     return found
+
+
+# --- stopping a running command: closed pipes and signals -----------------------------------
+
+@dataclasses.dataclass
+class Stop:
+    """A running command stopped once its output shows `after`: by closing its standard output
+    (`| head`), by SIGTERM (`kill`), or by SIGINT to its process group (a terminal's Ctrl-C)."""
+
+    name: str
+    argv: list[str]
+    after: str
+    how: str  # "close", "kill" or "ctrl-c"
+    code: int
+    line: str  # all it may say on stderr
+
+
+def stops() -> list[Stop]:
+    """The stops of the tour: every long-running command, each way of stopping it."""
+    demo = ["demo", "--out", "{tmp}/out", "--epochs", "50"]
+    up = ["cluster", "up", "--workers", "1", "--ps", "1"]
+    compare = ["compare", "--strategies", "mwms,none"]
+    compare_line = "interrupted; every child process was stopped."
+    return [
+        Stop("demo | head", demo, "[Model.fit]", "close", 141, ""),
+        Stop("demo, kill", demo, "[Model.fit]", "kill", 143, "interrupted."),
+        Stop("demo, Ctrl-C", demo, "[Model.fit]", "ctrl-c", 130, "interrupted."),
+        Stop("demo, kill, zh", ["--lang", "zh", *demo], "[Model.fit]", "kill", 143, "已中断。"),
+        Stop("cluster up | head", up, "starting", "close", 141, ""),
+        Stop("cluster up, kill", up, "Ctrl-C", "kill", 143, ""),
+        Stop("cluster up, Ctrl-C", up, "Ctrl-C", "ctrl-c", 0, ""),
+        Stop("compare | head", compare, "starting", "close", 141, ""),
+        Stop("compare, kill", compare, "starting", "kill", 143, compare_line),
+        Stop("compare, Ctrl-C", compare, "starting", "ctrl-c", 130, compare_line),
+        Stop("compare, kill, zh", ["--lang", "zh", *compare], "正在启动", "kill", 143,
+             "已中断；所有子进程均已停止。"),
+        Stop("doctor | head", ["doctor"], "", "close", 141, ""),
+    ]
+
+
+def run_stop(stop: Stop, tmp: Path, timeout: float = 300) -> Outcome:
+    """Start the command, wait for `stop.after`, stop it; what it did (files: the sandbox's)."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_", "LC_", "LANG"))}
+    before = snapshot(tmp)
+    words = [word.replace("{tmp}", str(tmp)) for word in stop.argv]
+    process = subprocess.Popen([sys.executable, "-m", "pstutor", *words], cwd=tmp,
+                               env={**env, "LANG": "C.UTF-8"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        while stop.after:
+            line = process.stdout.readline()
+            if not line or stop.after in line:
+                break
+        time.sleep(2)  # in the middle of the work, not at its first line
+        members = _group_members(process.pid)
+        if stop.how == "close":
+            process.stdout.close()
+        elif stop.how == "kill":
+            process.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(process.pid, signal.SIGINT)
+        if stop.how != "close":
+            process.stdout.read()
+        stderr = process.stderr.read()
+        process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    deadline = time.monotonic() + 15
+    while (left := set(members) & set(_group_members(process.pid))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return Outcome(process.returncode, "", stderr, "Traceback" in stderr, snapshot(tmp) != before, len(left))
+
+
+def stop_problems(stop: Stop, outcome: Outcome) -> list[str]:
+    """Why a stop was not clean (empty: it was)."""
+    found = []
+    if outcome.traceback:
+        found.append("traceback")
+    if outcome.code != stop.code:
+        found.append(f"exit code {outcome.code}, not {stop.code}")
+    if outcome.stderr.strip() != stop.line:
+        found.append(f"said {outcome.stderr.strip()[:60]!r}")
+    if outcome.files_changed:
+        found.append("files changed")
+    if outcome.processes_left:
+        found.append(f"{outcome.processes_left} processes left")
+    return found
