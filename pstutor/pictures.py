@@ -122,8 +122,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     ax.set_title(words(title) if title else say("Parameter server cluster", "参数服务器集群"))
     for xy in worker_xy:
         _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"])
-        for target in ps_xy:
-            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"])
+        for target in ps_xy:  # both ways: a worker reads the variables and sends updates back
+            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"], style="<|-|>")
     above = [xy for xy in ps_xy if xy[1] >= chief_xy[1]]
     below = [xy for xy in ps_xy if xy[1] < chief_xy[1]]
     for lane, targets, side in ((top, above, +1), (bottom, below, -1)):
@@ -141,7 +141,7 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
         Line2D([], [], color=_LINKS["schedule"], label=say(
             "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
         Line2D([], [], color=_LINKS["variables"], label=say(
-            "worker → ps: reads and updates variables", "工作进程 → 参数服务器：读取并更新变量")),
+            "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
             "coordinator → ps: creates variables (around the workers)",
             "协调器 → 参数服务器：创建变量（绕过工作进程）")),
@@ -179,8 +179,8 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _link(ax, start, end, colour: str) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
+def _link(ax, start, end, colour: str, style: str = "-|>") -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, color=colour,
                                  lw=1.3, shrinkA=2, shrinkB=2, zorder=1))
 
 
