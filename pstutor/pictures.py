@@ -255,17 +255,18 @@ def draw_shards(variables, title: str | None = None) -> Figure:
         unit, scale = _unit(max(sum(r["bytes"] for r in shards) for shards in per_task.values()))
         widest = max(sum(r["bytes"] for r in shards) for shards in per_task.values()) / scale
         for task, shards in per_task.items():
+            row = say(f"ps {task}", f"参数服务器 {task}")  # lesson 01's figure names them so too
             left = 0.0
             for shard in shards:
                 size = shard["bytes"] / scale
-                ax.barh(f"ps {task}", size, left=left, color=colour, edgecolor="white", linewidth=2)
+                ax.barh(row, size, left=left, color=colour, edgecolor="white", linewidth=2)
                 part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
                         else say("whole", "完整"))
-                ax.text(left + size / 2, f"ps {task}", f"{part} · {_bytes(shard['bytes'])}",
+                ax.text(left + size / 2, row, f"{part} · {_bytes(shard['bytes'])}",
                         ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
                 left += size
             if not shards:
-                ax.text(0.02 * widest, f"ps {task}", say("nothing", "无"), va="center",
+                ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
                         fontsize=MIN_POINTS, color="#777777")
         total = sum(r["bytes"] for r in mine)
         ax.set_title(f"{name} ({_bytes(total)})", fontsize=10)
