@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 from matplotlib.path import Path as CurvePath
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
 from pstutor.fonts import use_language_font
@@ -78,10 +79,37 @@ def words(text: str) -> str:
     return template.format(*numbers) if "{}" in template else template
 
 
+class CourseFigure(Figure):
+    """A figure whose text form lists the words it shows, one per line.
+
+    A notebook stores a figure as a picture and as text; with the words in the text, the
+    tests can read a stored figure as they read printed lines (a Chinese figure with an
+    English label fails, a figure that stops showing its marker changes). Digits are written
+    `#`, so measured numbers in labels do not make the text change from run to run.
+    """
+
+    def __repr__(self) -> str:
+        plain = super().__repr__().replace(type(self).__name__, "Figure", 1)  # <Figure size 800x400 ...>
+        return "\n".join([plain, *(f"  {text}" for text in figure_words(self))])
+
+
+def figure_words(fig: Figure) -> list[str]:
+    """The texts a figure shows that contain a letter (titles, labels, legends, word ticks), in order."""
+    fig.draw_without_rendering()  # tick labels and legends exist only once the figure is laid out
+    found: list[str] = []
+    for artist in fig.findobj(Text):
+        text = artist.get_text().strip()
+        if artist.get_visible() and re.search(r"[^\W\d_]", text):
+            text = re.sub(r"\d+", "#", " ".join(text.split()))
+            if text not in found:
+                found.append(text)
+    return found
+
+
 def _figure(width: float, height: float, **kwargs) -> Figure:
     """A new figure, with the CJK font ready when the course speaks Chinese."""
     use_language_font()
-    return Figure(figsize=(min(width, WIDTH), height), **kwargs)
+    return CourseFigure(figsize=(min(width, WIDTH), height), **kwargs)
 
 
 def cluster_jobs(cluster) -> dict[str, list[str]]:

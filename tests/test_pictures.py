@@ -338,3 +338,19 @@ def test_draw_shards_names_the_rows_as_the_cluster_figure_does(zh):
     fig = pstutor.draw_shards(fixed)
     fig.draw_without_rendering()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["ps 0", "ps 1"]
+
+
+def test_a_figure_lists_its_words_in_its_text_form_with_digits_hidden():
+    """Stored figures can be read as text: the words in the notebook's language, no run-specific digits."""
+    set_language("zh")
+    try:
+        figure = pictures.plot_curves({"loss": [1.0, 0.5]}, title="Training loss per epoch", xlabel="epoch")
+        text = repr(figure)
+    finally:
+        set_language("en")
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0].startswith("<Figure size ")
+    assert "每个周期的训练损失" in lines and "周期" in lines
+    assert not any(line.strip().isdigit() for line in lines[1:])
+    english = repr(pictures.draw_cluster({"worker": ["127.0.0.1:1234"], "ps": ["127.0.0.1:99"]}))
+    assert "worker #" in [line.strip() for line in english.splitlines()] and "1234" not in english
