@@ -297,7 +297,7 @@ def draw_shards(variables, title: str | None = None) -> Figure:
                 ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
                         fontsize=MIN_POINTS, color="#777777")
         total = sum(r["bytes"] for r in mine)
-        ax.set_title(f"{name} ({_bytes(total)})", fontsize=10)
+        ax.set_title(say(f"{name} ({_bytes(total)})", f"变量 {name}（{_bytes(total)}）"), fontsize=10)
         ax.set_xlim(0, widest * 1.02)
         ax.set_xlabel(unit)
         ax.xaxis.set_major_locator(MaxNLocator(4))

@@ -328,12 +328,13 @@ def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
     assert heads[colour(pictures._LINKS["create"])] == {"CurveFilledB"}
 
 
-def test_draw_shards_names_the_rows_as_the_cluster_figure_does(zh):
+def test_draw_shards_names_the_rows_as_the_cluster_figure_does_and_titles_in_chinese(zh):
     """In Chinese the rows are 参数服务器 0, 1 (the cluster figure's words), not "ps 0"."""
     fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
     fig = pstutor.draw_shards(fixed)
     fig.draw_without_rendering()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["参数服务器 0", "参数服务器 1"]
+    assert fig.axes[0].get_title() == "变量 embedding（256 KiB）"  # the name is the code's, the words Chinese
     set_language("en")
     fig = pstutor.draw_shards(fixed)
     fig.draw_without_rendering()
