@@ -17,6 +17,16 @@ say() {  # the message in the user's language: PSTUTOR_LANG=zh, or (without it) 
   case "${PSTUTOR_LANG:-${LC_ALL:-${LANG:-}}}" in zh*) echo "$2" ;; *) echo "$1" ;; esac
 }
 
+usage() {
+  say "usage: ./dev.sh [demo|test|test-tf220|test-colab|test-browser|build|doctor] [args...]" \
+      "用法：./dev.sh [demo|test|test-tf220|test-colab|test-browser|build|doctor] [参数...]" >&2
+  exit 2
+}
+case "${1:-demo}" in  # a job that does not exist: say so before anything is created or installed
+  demo|doctor|build|test|test-tf220|test-colab|test-browser) ;;
+  *) usage ;;
+esac
+
 colab_python() {  # Colab runs Python 3.13: use it where this machine has one
   for candidate in python3.13 "$HOME"/.pyenv/versions/3.13*/bin/python3.13; do
     if "$candidate" --version >/dev/null 2>&1; then echo "$candidate"; return; fi
@@ -86,6 +96,5 @@ case "$job" in
     python -m pytest -m browser -rs tests/test_browser.py "$@" || status=$?
     cat browser-screenshots/wall-times.txt 2>/dev/null || true
     exit "$status" ;;
-  *) say "usage: ./dev.sh [demo|test|test-tf220|test-colab|test-browser|build|doctor] [args...]" \
-         "用法：./dev.sh [demo|test|test-tf220|test-colab|test-browser|build|doctor] [参数...]" >&2; exit 2 ;;
+  *) usage ;;
 esac

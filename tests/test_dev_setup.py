@@ -186,3 +186,13 @@ def test_dev_sh_test_installs_first_and_names_skips_at_the_end():
     job = script[script.index("\n  test)"):script.index("\n  test-colab)")]
     assert job.index("bash .ci/system-packages.sh") < job.index("exec python -m pytest")
     assert all("-rs" in line for line in job.splitlines() if "python -m pytest" in line)
+
+
+def test_an_unknown_job_is_one_line_and_exit_2_before_anything_is_made(tmp_path):
+    shutil.copy(ROOT / "dev.sh", tmp_path / "dev.sh")  # a folder of its own: nothing there to reuse
+    done = subprocess.run(["bash", str(tmp_path / "dev.sh"), "tset"], capture_output=True, text=True,
+                          env={**clean_env(), "PSTUTOR_LANG": "en"}, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        "usage: ./dev.sh [demo|test|test-tf220|test-colab|test-browser|build|doctor] [args...]"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.sh"], "no .venv made"
