@@ -271,6 +271,9 @@ def draw_shards(variables, title: str | None = None) -> Figure:
 
     A small variable next to a big one stays visible, and every bar says what it holds:
     "shard 0 · 128 B" for a split variable, "whole · 256 B" for one left in one piece.
+    A panel's axis spans the variable's whole size, so figures of the same variables under
+    different partitioners compare bar for bar (a half is drawn half as long); the line
+    below the panels gives each ps's total over all variables.
     """
     rows = shard_rows(variables)
     tasks = sorted({_ps_task(r["device"]) for r in rows})
@@ -280,8 +283,9 @@ def draw_shards(variables, title: str | None = None) -> Figure:
     for ax, colour, name in zip(axes, _palette(len(names)), names, strict=True):
         mine = [r for r in rows if r["variable"] == name]
         per_task = {t: [r for r in mine if _ps_task(r["device"]) == t] for t in tasks}
-        unit, scale = _unit(max(sum(r["bytes"] for r in shards) for shards in per_task.values()))
-        widest = max(sum(r["bytes"] for r in shards) for shards in per_task.values()) / scale
+        total = sum(r["bytes"] for r in mine)
+        unit, scale = _unit(total)
+        widest = total / scale
         for task, shards in per_task.items():
             row = say(f"ps {task}", f"参数服务器 {task}")  # lesson 01's figure names them so too
             left = 0.0
@@ -296,15 +300,18 @@ def draw_shards(variables, title: str | None = None) -> Figure:
             if not shards:
                 ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
                         fontsize=MIN_POINTS, color="#777777")
-        total = sum(r["bytes"] for r in mine)
         ax.set_title(say(f"{name} ({_bytes(total)})", f"变量 {name}（{_bytes(total)}）"), fontsize=10)
         ax.set_xlim(0, widest * 1.02)
         ax.set_xlabel(unit)
         ax.xaxis.set_major_locator(MaxNLocator(4))
         ax.grid(axis="x", alpha=0.3)
     axes[0].invert_yaxis()
+    totals = {t: sum(r["bytes"] for r in rows if _ps_task(r["device"]) == t) for t in tasks}
+    fig.text(0.5, 0.01, say("bytes per ps: ", "各参数服务器的字节数：") + say(", ", "，").join(
+        say(f"ps {t} {_bytes(b)}", f"参数服务器 {t} {_bytes(b)}") for t, b in totals.items()),
+        ha="center", va="bottom", fontsize=MIN_POINTS)
     fig.suptitle(words(title) if title else say("Where the shards live", "分片放在哪里"))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 

@@ -355,3 +355,14 @@ def test_a_figure_lists_its_words_in_its_text_form_with_digits_hidden():
     assert not any(line.strip().isdigit() for line in lines[1:])
     english = repr(pictures.draw_cluster({"worker": ["127.0.0.1:1234"], "ps": ["127.0.0.1:99"]}))
     assert "worker #" in [line.strip() for line in english.splitlines()] and "1234" not in english
+
+
+def test_draw_shards_spans_each_variable_whole_and_totals_every_ps():
+    """The axis is the variable's whole size (a half is drawn half as long); a line totals each ps."""
+    split = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
+    whole = [_sharded(_Shard("embedding", 1024, 64, 0)), _sharded(_Shard("bias", 64, 1, 1))]
+    split_fig, whole_fig = pstutor.draw_shards(split), pstutor.draw_shards(whole)
+    assert split_fig.axes[0].get_xlim() == whole_fig.axes[0].get_xlim()
+    assert split_fig.axes[0].get_xlim()[1] >= 256
+    assert "bytes per ps: ps 0 128 KiB, ps 1 128 KiB" in [t.get_text() for t in split_fig.texts]
+    assert "bytes per ps: ps 0 256 KiB, ps 1 256 B" in [t.get_text() for t in whole_fig.texts]
