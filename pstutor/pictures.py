@@ -225,14 +225,31 @@ def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
 
 def plot_curves(
     curves: Mapping[str, Sequence[float]], xlabel: str = "epoch", ylabel: str = "loss",
-    title: str = "", first: int = 1,
+    title: str = "", first: int = 1, *, marks: Mapping[str, float] | None = None,
+    levels: Mapping[str, float] | None = None,
 ) -> Figure:
-    """One line per named curve, for example training and evaluation loss; x counts from `first`."""
+    """One line per named curve, for example training and evaluation loss; x counts from `first`.
+
+    `marks` names moments on x (an interruption between two epochs: 3.5), drawn as dashed
+    vertical lines; `levels` names values on y (a fresh model's loss), drawn as dotted
+    horizontal lines. Both are listed in the legend with their names.
+    """
     fig = _figure(6.5, 3.6)
     ax = fig.add_subplot()
     for name, values in curves.items():
         ax.plot(range(first, first + len(values)), list(values), marker="o", label=words(name))
-    return _finish(fig, ax, xlabel, ylabel, title)
+    for (name, x), colour in zip((marks or {}).items(), _MARK_COLOURS, strict=False):
+        ax.axvline(x, color=colour, linestyle="--", linewidth=1.5, label=words(name))
+    for name, y in (levels or {}).items():
+        ax.axhline(y, color="#555555", linestyle=":", linewidth=1.5, label=words(name))
+    _finish(fig, ax, xlabel, ylabel, title)
+    if marks or levels:  # more entries: below the axes, where they cover no line
+        ax.get_legend().remove()
+        fig.set_figheight(fig.get_figheight() + 0.5)
+        fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=MIN_POINTS,
+                   frameon=False)
+        fig.tight_layout(rect=(0, 0.55 / fig.get_figheight(), 1, 1))
+    return fig
 
 
 def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -335,16 +352,19 @@ def draw_timeline(
     steps, title: str | None = None, marks: Mapping[str, float] | None = None, *,
     epoch_starts: Iterable[int] = (), retried: Iterable[int] = (),
     down: Mapping[int, tuple[float, float]] | None = None, zoom: tuple[float, float] | None = None,
+    before: str = "",
 ) -> Figure:
     """Gantt chart: one row per worker, one bar per step from its start to its end.
 
     The number on a bar is the step's number (`Step.step`); numbers that would overlap are
     left out. `marks` names moments (seconds on the steps' clock), drawn as dashed lines
     and listed in the legend. `epoch_starts` are the numbers of the first step of each
-    epoch: the pause before each (the coordinator's `join()`) is shaded and the epochs are
-    named above the bars. `retried` steps are hatched, outlined and labelled; `down` shades
-    a worker's row from when it died to when it came back. `zoom` (start, end) adds a second
-    panel below that shows that stretch of time magnified.
+    epoch: the pause between two epochs (the coordinator's `join()`) is shaded and the epochs
+    are named above the bars; `before` names the steps that ran before the first epoch (an
+    earlier section's step, say), so that they are not taken for an epoch. `retried` steps
+    are hatched, outlined and labelled; `down` shades a worker's row from when it died to
+    when it came back. `zoom` (start, end) adds a second panel below that shows that
+    stretch of time magnified.
     """
     steps = sorted(steps)
     workers = sorted({s.worker for s in steps} | set(down or {}))
@@ -356,7 +376,7 @@ def draw_timeline(
     retried = set(retried)
     for ax in axes:
         _gantt(ax, steps, rows, retried, down or {}, marks or {})
-    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)))
+    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)), before)
     handles += _timeline_legend(down or {}, marks or {}, retried)
     if zoom:
         axes[1].set_xlim(*zoom)
@@ -427,26 +447,33 @@ def _label_retried(ax, steps, workers: list[int]) -> None:
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
 
 
-def _epoch_pauses(ax, steps, starts: list[int]) -> list:
-    """Shade the pause before each epoch's first step and name the epochs above the bars."""
+def _epoch_pauses(ax, steps, starts: list[int], before: str = "") -> list:
+    """Shade the pause between two epochs and name the epochs (and `before`) above the bars."""
     if not starts or not steps:
         return []
+    earliest = [s for s in steps if s.step < starts[0]]
+    if earliest and before:
+        _name_above(ax, earliest, words(before))
     bounds = [*starts, max(s.step for s in steps) + 1]
     for number, (first, stop) in enumerate(pairwise(bounds), start=1):
         mine = [s for s in steps if first <= s.step < stop]
-        earlier = [s for s in steps if s.step < first]
+        earlier = [s for s in steps if starts[0] <= s.step < first]  # the epochs before this one
         if not mine:
             continue
         if earlier:
             ax.axvspan(max(s.end for s in earlier), min(s.start for s in mine), color="#999999",
                        alpha=0.25, linewidth=0)
-        middle = (min(s.start for s in mine) + max(s.end for s in mine)) / 2
-        ax.annotate(say(f"epoch {number}", f"第 {number} 个周期"), (middle, 1.0),
-                    xycoords=("data", "axes fraction"), xytext=(0, 3), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=MIN_POINTS)
+        _name_above(ax, mine, say(f"epoch {number}", f"第 {number} 个周期"))
     return [Patch(facecolor="#999999", alpha=0.25, label=say(
         "pause between epochs: join() waits for the epoch's last step",
         "周期之间的停顿：join() 等待本周期的最后一步"))]
+
+
+def _name_above(ax, steps, name: str) -> None:
+    """Write `name` above the bars, centred on the stretch of time the steps cover."""
+    middle = (min(s.start for s in steps) + max(s.end for s in steps)) / 2
+    ax.annotate(name, (middle, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                textcoords="offset points", ha="center", va="bottom", fontsize=MIN_POINTS)
 
 
 def _stagger(labels) -> None:

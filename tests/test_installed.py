@@ -74,6 +74,8 @@ def test_wheel_and_sdist_hold_every_module(dists: dict[str, Path]):
         in_wheel = {n for n in zipfile.ZipFile(dists[kind]).namelist() if n.endswith(".py")}
         modules = {n.removesuffix(".py").replace("/", ".").removesuffix(".__init__") for n in in_wheel}
         assert _source_modules() <= modules, f"missing from the {kind}: {_source_modules() - modules}"
+        stored = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pstutor" / "measurements").glob("*.json")}
+        assert stored and stored <= set(zipfile.ZipFile(dists[kind]).namelist()), f"benchmark results, {kind}"
     with tarfile.open(dists["sdist"]) as sdist:
         names = sdist.getnames()
     sdist_modules = {".".join(Path(n).with_suffix("").parts[1:]).removesuffix(".__init__")

@@ -66,6 +66,10 @@ def _every_picture() -> dict[str, Figure]:
         "cluster": pstutor.draw_cluster(cluster),
         "shards": pstutor.draw_shards(fixed),
         "curves": pstutor.plot_curves({"training loss": [0.7, 0.5, 0.4]}, xlabel="scheduled step"),
+        "resumed": pstutor.plot_curves({"first run (interrupted)": [0.7, 0.5, float("nan")],
+                                        "resumed run": [float("nan"), float("nan"), 0.45]},
+                                       marks={"interrupted after epoch 2": 2.5},
+                                       levels={"a fresh model": 0.8}),
         "timeline": pstutor.draw_timeline(_steps(), epoch_starts=[1, 11, 21], retried=[30],
                                           marks={"worker 1 killed": 0.5}, down={1: (0.5, 0.7)}),
         "examples": pstutor.draw_examples_seen({"sharded by worker index": [[1, 0] * 8, [0, 2] * 8]}),
@@ -216,6 +220,37 @@ def test_plot_curves_draws_one_labelled_line_per_curve_from_the_first_x():
     assert list(ax.get_lines()[1].get_ydata()) == [3.5, 2.5, 2]
     assert list(ax.get_lines()[0].get_xdata()) == [0, 1, 2]
     assert ax.get_title() == "loss"
+
+
+def test_plot_curves_draws_marks_and_levels_as_named_lines_in_a_legend_below_the_axes():
+    fig = pstutor.plot_curves({"first run": [0.7, 0.5, float("nan")], "resumed": [float("nan"), 0.5, 0.4]},
+                              marks={"interrupted": 2.5}, levels={"a fresh model": 0.9})
+    ax = fig.axes[0]
+    vertical, horizontal = ax.get_lines()[2:]
+    assert list(vertical.get_xdata()) == [2.5, 2.5] and vertical.get_linestyle() == "--"
+    assert list(horizontal.get_ydata()) == [0.9, 0.9] and horizontal.get_linestyle() == ":"
+    assert ax.get_legend() is None  # the legend is the figure's, below the axes, covering no line
+    legend = fig.legends[0]
+    names = ["first run", "resumed", "interrupted", "a fresh model"]
+    assert [t.get_text() for t in legend.get_texts()] == names
+    fig.draw_without_rendering()
+    assert legend.get_window_extent().y1 < ax.get_window_extent().y0
+    assert pstutor.plot_curves({"loss": [1, 2]}).axes[0].get_legend() is not None  # without: as before
+
+
+def test_draw_timeline_shades_only_the_pauses_between_epochs_and_names_earlier_steps():
+    steps = [pstutor.Step(0, 0, 0.0, 0.01),  # an earlier section's lone step, then two epochs
+             pstutor.Step(1, 0, 0.10, 0.11), pstutor.Step(2, 1, 0.12, 0.13),
+             pstutor.Step(3, 1, 0.30, 0.31), pstutor.Step(4, 0, 0.32, 0.33)]
+    fig = pstutor.draw_timeline(steps, epoch_starts=[1, 3], before="section 7")
+    ax = fig.axes[0]
+    bands = [p for p in ax.patches if p.get_height() != 0.5]  # axvspan: the full height
+    assert len(bands) == 1  # between epoch 1 and epoch 2 only, not before epoch 1
+    (band,) = bands
+    assert band.get_x() == pytest.approx(0.13) and band.get_width() == pytest.approx(0.30 - 0.13)
+    assert {"section 7", "epoch 1", "epoch 2"} <= set(_texts(fig))
+    unnamed = pstutor.draw_timeline(steps, epoch_starts=[1, 3])
+    assert "section 7" not in _texts(unnamed) and "epoch 1" in _texts(unnamed)
 
 
 def test_plot_train_eval_puts_each_curve_in_the_panel_of_its_word():
