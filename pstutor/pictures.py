@@ -474,7 +474,8 @@ def draw_examples_seen(
     axes[-1].set_xlabel(say("example id", "样本编号"))
     fig.suptitle(words(title) if title else say("Which worker saw which examples",
                                                 "哪个工作进程读到了哪些样本"))
-    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30)
+    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30,
+                 ticks=MaxNLocator(integer=True))  # counts: no "2.5 times"
     return fig
 
 
