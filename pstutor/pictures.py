@@ -537,7 +537,8 @@ def draw_examples_seen(
     axes[-1].set_xlabel(say("example id", "样本编号"))
     fig.suptitle(words(title) if title else say("Which worker saw which examples",
                                                 "哪个工作进程读到了哪些样本"))
-    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30)
+    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30,
+                 ticks=MaxNLocator(integer=True))  # counts: no "2.5 times"
     return fig
 
 
@@ -556,6 +557,17 @@ def read_scalars(logdir: str | Path, tag: str = "epoch_loss") -> list[tuple[int,
     return sorted(points)
 
 
+# How the evaluation sources of `plot_train_eval` look, in order of appearance: dashed squares
+# for the first, large hollow diamonds for the second (drawn on top, so a point of the first
+# under it stays visible), then dotted triangles.
+_EVAL_STYLES = [
+    {"linestyle": "--", "marker": "s", "color": ROLE_COLOURS["evaluator"]},
+    {"linestyle": ":", "marker": "D", "color": ROLE_COLOURS["chief"], "markersize": 12,
+     "markerfacecolor": "none", "markeredgewidth": 2, "zorder": 3},
+    {"linestyle": ":", "marker": "^", "color": "#6d597a"},
+]
+
+
 def plot_train_eval(
     training: Mapping[str, Sequence[tuple[float, float]]],
     evaluation: Mapping[str, Sequence[tuple[float, float]]],
@@ -565,26 +577,51 @@ def plot_train_eval(
     """Training and evaluation curves on one time axis: (x, value) points per named curve.
 
     Training curves are solid lines with dots, evaluation curves dashed with squares, so the
-    two sources stay apart even where they share a colour. With `panels` (words such as
+    two kinds stay apart even where they share a colour. With `panels` (words such as
     "loss", "accuracy") each curve goes to the panel whose word its name contains, side by
-    side and each on its own scale, so that small gaps between the sources show.
+    side and each on its own scale, so that small gaps between the sources show; a curve's
+    source is its name without that word ("sidecar evaluation loss" -> "sidecar
+    evaluation"), and each evaluation source has a style of its own. A name may also hold the
+    word in the course's language ("训练损失" goes to the panel "loss"). With few points,
+    the x ticks sit at the points themselves.
     """
     fig = _figure(WIDTH if panels else 7, 3.9)
     axes = fig.subplots(1, max(len(panels), 1), sharex=True, squeeze=False)[0]
-    curves = [*training.items(), *evaluation.items()]
-    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
-    colours = ([ROLE_COLOURS["worker"]] * len(training) + [ROLE_COLOURS["evaluator"]] * len(evaluation)
-               if panels else _palette(len(curves)))  # with panels, one colour per source
-    for (name, points), colour, (line, marker) in zip(curves, colours, styles, strict=True):
-        index = next((i for i, word in enumerate(panels) if word in name), 0)
+    sources: list[str] = []
+    for name, points in [*training.items(), *evaluation.items()]:
+        index = next((i for i, word in enumerate(panels) if _panel_word(word, name)), 0)
         xs, ys = zip(*points, strict=True) if points else ((), ())
-        axes[index].plot(xs, ys, linestyle=line, marker=marker, color=colour, label=words(name))
+        axes[index].plot(xs, ys, label=words(name), **_curve_style(name, name in training, panels, sources))
     for ax, label in zip(axes, panels or [ylabel], strict=True):
         _finish(fig, ax, xlabel, label, "" if panels else title)
+    steps = sorted({x for points in [*training.values(), *evaluation.values()] for x, _ in points})
+    if 0 < len(steps) <= 12:
+        axes[0].set_xticks(steps)  # the axes share x: every panel gets them
     if title and panels:
         fig.suptitle(words(title))
         fig.tight_layout()
     return fig
+
+
+def _panel_word(word: str, name: str) -> str:
+    """The form of a panel's word (as given, or in the course's language) that `name` holds, or ""."""
+    return next((form for form in (word, words(word)) if form in name), "")
+
+
+def _curve_style(name: str, is_training: bool, panels: Sequence[str], sources: list[str]) -> dict:
+    """Line and marker of one curve. Without panels every curve gets its own colour."""
+    if not panels:
+        colour = _palette(len(sources) + 1)[-1]
+        sources.append(name)
+        return {"linestyle": "-" if is_training else "--", "marker": "o" if is_training else "s",
+                "color": colour}
+    if is_training:
+        return {"linestyle": "-", "marker": "o", "color": ROLE_COLOURS["worker"]}
+    source = next((name.replace(_panel_word(word, name), "").strip() for word in panels
+                   if _panel_word(word, name)), name)
+    if source not in sources:
+        sources.append(source)
+    return dict(_EVAL_STYLES[min(sources.index(source), len(_EVAL_STYLES) - 1)])
 
 
 def _ps_task(device: str) -> int:
