@@ -118,7 +118,7 @@ def stored_results() -> dict:
 
 
 def group_runs(runs: Iterable[dict]) -> list[dict]:
-    """One record per strategy and `steps_per_execution`, in first-seen order, with the rounds' values as lists.
+    """One record per strategy and `steps_per_execution` (first-seen order), the rounds' values as lists.
 
     Fixed fields (strategy, training, replicas, global_batch, steps_per_execution,
     changed_lines) are kept once; measured ones (examples_per_s, steps_per_s, loss, startup_s,
