@@ -46,6 +46,14 @@ def machine() -> dict:
             "gpus": len(tf.config.list_physical_devices("GPU"))}
 
 
+def _setup(item: str) -> tuple[str, int]:
+    """'ps:8' -> ('ps', 8)."""
+    name, _, spe = item.partition(":")
+    if not spe.isdigit() or int(spe) < 1:
+        raise ValueError(f"{item!r} is not STRATEGY:STEPS_PER_EXECUTION (e.g. ps:8)")
+    return name.strip(), int(spe)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -56,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=compare.RESULTS)
     args = parser.parse_args(argv)
     try:
-        setups = [(name, int(spe)) for name, spe in (item.split(":") for item in args.setups.split(","))]
+        setups = [_setup(item) for item in args.setups.split(",")]
         compare.check_strategies([name for name, _ in setups])
     except ValueError as err:
         print(f"compare_strategies: bad --setups: {err}", file=sys.stderr)

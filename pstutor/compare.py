@@ -45,7 +45,7 @@ RESULTS = Path(__file__).parent / "results" / "compare_strategies.json"  # writt
 COLUMNS = ("strategy", "training", "replicas", "global_batch", "examples_per_s", "steps_per_s",
            "loss", "startup_s", "warmup_s", "changed_lines")
 # what a record holds besides the table's columns
-DETAILS = ("steps_per_execution", "examples", "seconds")
+DETAILS = ("steps_per_execution", "examples", "seconds", "processes")
 
 
 class CompareError(RuntimeError):
@@ -75,7 +75,8 @@ def compare(
     global_batch, examples_per_s, steps_per_s, loss (on all the data, after the warm-up and
     the first `examples`: the same examples for every strategy), startup_s (from launch until
     the strategy and the model are ready), warmup_s, changed_lines (strategy-specific lines,
-    compared with no strategy), and steps_per_execution, examples and seconds (what was timed).
+    compared with no strategy), and steps_per_execution, examples and seconds (what was timed)
+    and processes (how many the run started).
     """
     names = check_strategies(strategies)
     for label, value in (("examples", examples), ("batch_size", batch_size),
@@ -212,6 +213,7 @@ def _bench(name: str, args: list[str], timeout: float) -> dict:
     """
     if name == "mwms":
         runs = _run_group([args] * compare_worker.WORKERS, None, timeout)
+        processes = len(runs)
     else:
         with ProcessGroup() as group:
             if name == "ps":
@@ -226,6 +228,7 @@ def _bench(name: str, args: list[str], timeout: float) -> dict:
             measuring = group.spawn(args, env)
             group.wait(timeout, until=[measuring])
             everyone = group.runs()
+            processes = len(everyone)
             servers_failed = [run for run in everyone if run.task_id != measuring
                               and run.returncode not in (None, 0)]
             runs = [everyone[measuring]] if everyone[measuring].returncode == 0 else \
@@ -239,7 +242,7 @@ def _bench(name: str, args: list[str], timeout: float) -> dict:
     if line is None:
         raise CompareError(say(f"{name} printed no result:\n{runs[0].output[-2000:]}",
                                f"{name} 没有输出结果：\n{runs[0].output[-2000:]}"))
-    return json.loads(line[len("RESULT "):])
+    return {**json.loads(line[len("RESULT "):]), "processes": processes}
 
 
 def _run_group(commands: list[list[str]], cwd: str | Path | None, timeout: float) -> list[WorkerRun]:
