@@ -122,10 +122,11 @@ def group_runs(runs: Iterable[dict]) -> list[dict]:
     """One record per strategy and `steps_per_execution` (first-seen order), the rounds' values as lists.
 
     Fixed fields (strategy, training, replicas, global_batch, steps_per_execution,
-    changed_lines) are kept once; measured ones (examples_per_s, steps_per_s, loss, startup_s,
-    warmup_s, seconds) become lists with one value per round.
+    changed_lines, processes) are kept once; measured ones (examples_per_s, steps_per_s, loss,
+    startup_s, warmup_s, seconds) become lists with one value per round.
     """
-    fixed = ("strategy", "training", "replicas", "global_batch", "steps_per_execution", "changed_lines")
+    fixed = ("strategy", "training", "replicas", "global_batch", "steps_per_execution", "changed_lines",
+             "processes")
     measured = ("examples_per_s", "steps_per_s", "loss", "startup_s", "warmup_s", "seconds")
     groups: dict[tuple, dict] = {}
     for run in runs:

@@ -174,7 +174,7 @@ print(all(np.array_equal(a, b) for a, b in zip(stream, again)),                 
 
 def test_group_runs_keeps_one_record_per_setup_with_the_rounds_as_lists():
     runs = [{"round": n, "strategy": s, "training": "-", "replicas": 1, "global_batch": 32,
-             "steps_per_execution": spe, "changed_lines": 0, "examples_per_s": 10.0 * n + spe,
+             "steps_per_execution": spe, "changed_lines": 0, "processes": 1, "examples_per_s": 10.0 * n + spe,
              "steps_per_s": 1.0, "loss": 0.5, "startup_s": 2.0, "warmup_s": 1.0, "seconds": 1.5}
             for n in (1, 2, 3) for s, spe in (("none", 8), ("ps", 8), ("ps", 1))]
     grouped = compare.group_runs(runs)
