@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -23,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 from matplotlib.path import Path as CurvePath
 from matplotlib.text import Text
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from pstutor.fonts import use_language_font
 from pstutor.language import current_language, say
@@ -643,56 +644,79 @@ def cpu_cores() -> int:
 
 def draw_comparison(
     results: Sequence[Mapping], title: str | None = None, cores: int | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Figure:
-    """Three panels side by side: examples per second, start-up seconds, final loss per strategy.
+    """Three panels side by side: examples per second, start-up seconds, loss, one row per strategy.
 
-    `results` are the records of `pstutor.compare.compare` (strategy, training, examples_per_s,
-    startup_s, loss); bars are coloured by synchronous, asynchronous or no distribution. The
-    loss panel shows dots on an axis zoomed to the losses, so that small differences show.
-    The default title names the CPU cores of this machine (`cores`), which ran the comparison.
+    `results` are records of `pstutor.compare.compare` (strategy, training, examples_per_s,
+    startup_s, loss), or of `compare.group_runs`, whose measured values are lists with one
+    value per round: each round is a small ring, the median a dot labelled with its value, and
+    a line spans the lowest to the highest round, so that overlapping spreads can be seen.
+    Examples per second are on a logarithmic axis, where a strategy 30 times slower than
+    another is still readable; the loss axis is zoomed to the losses. Rows are coloured by
+    synchronous, asynchronous or no distribution, and named by `labels` (strategy -> row
+    label, in the lesson's language; default: the strategy). The default title names the CPU
+    cores (`cores`, default this machine's) of the machine that measured.
     """
     colours = {"sync": "#5b8e7d", "async": "#f4a259", "-": "#999999"}
-    labels = [r["strategy"] for r in results]
+    names = [(labels or {}).get(r["strategy"], r["strategy"]) for r in results]
     fills = [colours.get(r.get("training", "-"), "#999999") for r in results]
     fig = _figure(WIDTH, 2.3 + 0.5 * len(results))
-    axes = fig.subplots(1, 3, sharey=True)
-    panels = (("examples_per_s", say("examples per second", "每秒样本数"), "{:,.0f}"),
-              ("startup_s", say("start-up (s)", "启动时间（秒）"), "{:.1f}"))
-    for ax, (key, name, text) in zip(axes, panels, strict=False):
-        values = [float(r[key]) for r in results]
-        ax.barh(labels, values, color=fills, edgecolor="black", linewidth=0.5)
-        for y, value in enumerate(values):
-            ax.text(value, y, " " + text.format(value), va="center", fontsize=MIN_POINTS)
-        ax.set_xlim(0, max(values, default=1.0) * 1.6 or 1.0)
-        ax.xaxis.set_major_locator(MaxNLocator(3))
-        ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.{0 if value >= 10 else 1}f}")
+    axes = fig.subplots(1, 3, sharey=True, gridspec_kw={"width_ratios": (1.25, 1, 1)})
+    panels = (
+        ("examples_per_s", say("examples per second\n(log scale)", "每秒样本数\n（对数坐标）"), "{:,.0f}"),
+        ("startup_s", say("start-up (s)", "启动时间（秒）"), "{:.1f}"),
+        ("loss", say("loss after the same examples\n(axis zoomed)", "相同样本数之后的损失\n（坐标轴已放大）"),
+         "{:.4f}"),
+    )
+    for ax, (key, name, text) in zip(axes, panels, strict=True):
+        rounds = [_values(r[key]) for r in results]
+        for y, (values, fill) in enumerate(zip(rounds, fills, strict=True)):
+            ax.hlines(y, min(values), max(values), color="#555555", linewidth=1.2, zorder=2)
+            ax.scatter(values, [y] * len(values), s=22, facecolors="white", edgecolors=fill, linewidths=1.2,
+                       zorder=3)
+            middle = statistics.median(values)
+            ax.scatter([middle], [y], s=70, c=[fill], edgecolors="black", linewidths=0.6, zorder=4)
+            ax.annotate(text.format(middle), (max(values), y), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=MIN_POINTS)
+        low = min(min(v) for v in rounds)
+        high = max(max(v) for v in rounds)
+        if key == "examples_per_s":
+            ax.set_xscale("log")
+            ax.set_xlim(low / 1.8, high * 6)
+            ax.xaxis.set_major_locator(LogLocator(base=10))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        elif key == "startup_s":
+            ax.set_xlim(0, high * 1.45 or 1.0)
+            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+        else:
+            spread = max(high - low, 0.01 * max(abs(high), 1e-3))
+            ax.set_xlim(low - spread, high + 1.8 * spread)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.set_title(name, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-    _loss_dots(axes[2], [float(r["loss"]) for r in results], fills)
-    axes[0].invert_yaxis()
+    axes[0].set_yticks(range(len(results)), names)
+    axes[0].set_ylim(len(results) - 0.5, -0.5)  # first record on top
     handles = [Patch(facecolor=colours[key], edgecolor="black", label=name) for key, name in (
         ("sync", say("synchronous", "同步")), ("async", say("asynchronous", "异步")),
-        ("-", say("no distribution", "不分布")))]
+        ("-", say("no distribution", "不使用分布式")))]
+    if any(len(_values(r["examples_per_s"])) > 1 for r in results):
+        ring = {"marker": "o", "markerfacecolor": "white", "markeredgecolor": "#555555"}
+        dot = {"marker": "o", "color": "#555555", "markerfacecolor": "#cccccc", "markeredgecolor": "black"}
+        marks = [Line2D([], [], linestyle="", label=say("one round", "一轮"), **ring),
+                 Line2D([], [], label=say("median; line: lowest to highest round",
+                                          "中位数；线段：从最低到最高的一轮"), **dot)]
+        handles = [handles[0], marks[0], handles[1], marks[1], handles[2]]  # colours in row 1, marks in row 2
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=MIN_POINTS, frameon=False)
     count, cores = len(results), cores or cpu_cores()
     fig.suptitle(title if title else say(
         f"The same model under {count} strategies ({cores} CPU cores)",
         f"同一个模型、{count} 种策略（{cores} 个 CPU 核心）"))
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.05 * (1 + len(handles) // 4) + 0.03, 1, 1))
     return fig
 
 
-def _loss_dots(ax, losses: list[float], colours: list[str]) -> None:
-    """Final losses as dots on an axis zoomed to their range, each labelled with its value."""
-    low, high = min(losses, default=0.0), max(losses, default=1.0)
-    spread = max(high - low, 0.01 * max(abs(high), 1e-3))
-    ax.hlines(range(len(losses)), low - spread, losses, color="#cccccc", linewidth=1)
-    ax.scatter(losses, range(len(losses)), s=60, c=colours, edgecolors="black", linewidths=0.5, zorder=3)
-    for y, value in enumerate(losses):
-        ax.annotate(f"{value:.4f}", (value, y), xytext=(6, 0), textcoords="offset points",
-                    va="center", fontsize=MIN_POINTS)
-    ax.set_xlim(low - spread, high + 1.8 * spread)
-    ax.xaxis.set_major_locator(MaxNLocator(3))
-    ax.set_title(say("loss after the same examples\n(axis zoomed)", "相同样本数之后的损失\n（坐标轴已放大）"),
-                 fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
+def _values(value) -> list[float]:
+    """A measurement as a list of rounds: one number is one round."""
+    return [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)]

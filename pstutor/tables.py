@@ -54,6 +54,7 @@ WORDS = {
     "training": ("training", "训练方式"),
     "updates": ("updates", "更新次数"),
     "variables": ("variables", "变量数"),
+    "warmup_s": ("warm-up s", "预热秒数"),
     "worker": ("worker", "工作进程"),
     "variable": ("variable", "变量"),
 }

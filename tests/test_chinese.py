@@ -15,7 +15,7 @@ CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
 FOREIGN = re.compile(r"grpc|GRPC|/job:|error\(s\)|Detected at node|stack traces|UNAVAILABLE|CANCELLED|"
                      r"\[Op:|<Figure|tf_keras|transient connectivity|derived errors|Traceback|File \"|"
                      r"^\s*(WARNING|INFO|ERROR|[EWI]\d{4})|Error:|Error\b.*:|^\s*at |https?://")
-CODE = re.compile(r"^\s*([-#]|\$|export |python|exec |set |if |fi\b|then\b|cd |echo )|^\s*[-\w./\"']+:\s|"
+CODE = re.compile(r"^\s*([-+#]|\$|export |python|exec |set |if |fi\b|then\b|cd |echo )|^\s*[-\w./\"']+:\s|"
                   r"[{}()=]\s*$")
 
 
@@ -69,6 +69,7 @@ def test_the_english_line_finder_finds_english_and_spares_chinese_and_logs():
     assert english_lines(notebook("I am worker 1", "loss decreased: True")) == \
         ["[0] I am worker 1", "[0] loss decreased: True"]
     assert english_lines(notebook("我是 worker 1", "W0000 00:00 grpc said so", "x = f(a, b)")) == []
+    assert english_lines(notebook("+if not gpus:", "-return tf.distribute.get_strategy()")) == []  # a diff
     figure = {"output_type": "display_data", "data": {"image/png": "", "text/plain": (
         "<Figure size 800x400 with 1 Axes>\n  每个周期的损失\n  MirroredStrategy\n  tf.data\n"
         "  none\n  ps #")}}

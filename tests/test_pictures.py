@@ -306,9 +306,35 @@ def test_draw_comparison_names_the_cores_of_this_machine_and_zooms_the_loss_axis
     assert low > 0.47 and high < 0.49  # the 0.0009 difference spans much of the panel
 
 
+def test_draw_comparison_shows_every_round_on_a_log_axis_with_the_lessons_row_labels():
+    """All four strategies readable side by side: rounds, medians and spreads on a log axis."""
+    rounds = {"none": [1.3e5, 1.2e5, 1.4e5], "mirrored": [5e4, 6e4, 5.5e4], "mwms": [1.4e4, 1.5e4, 1.3e4],
+              "ps": [5e3, 6e3, 4e3]}
+    results = [{"strategy": s, "training": t, "examples_per_s": rounds[s], "startup_s": [3.0, 4.0, 5.0],
+                "loss": [0.46, 0.461, 0.462]} for s, t in (("none", "-"), ("mirrored", "sync"),
+                                                            ("mwms", "sync"), ("ps", "async"))]
+    labels = {"none": "no strategy", "mirrored": "MirroredStrategy", "mwms": "MultiWorkerMirroredStrategy",
+              "ps": "ParameterServerStrategy"}
+    fig = pstutor.draw_comparison(results, labels=labels, cores=2)
+    _all_text(fig)  # draws the tick labels
+    speed = fig.axes[0]
+    assert speed.get_xscale() == "log"
+    assert [t.get_text() for t in speed.get_yticklabels()] == list(labels.values())
+    low, high = speed.get_xlim()
+    assert low < 4e3 and high > 1.4e5  # every round of every strategy inside the panel
+    ticks = [t.get_text() for t in speed.get_xticklabels() if t.get_text()]
+    assert ticks and all(re.fullmatch(r"\d{1,3}(,\d{3})*", t) for t in ticks), ticks  # one format
+    rings = [c for c in speed.collections if len(c.get_offsets()) == 3]
+    assert len(rings) == 4  # one ring per round, for every strategy
+    medians = [t.get_text() for t in speed.texts]
+    assert medians == ["130,000", "55,000", "14,000", "5,000"]
+    assert "(2 CPU cores)" in fig.get_suptitle()
+
+
 def test_format_table_speaks_the_course_language_and_aligns_chinese(zh):
     rows = [{"strategy": "ps", "training": "async", "replicas": 1, "global_batch": 32,
              "examples_per_s": 4000.0, "steps_per_s": 125.0, "loss": 0.25, "startup_s": 3.0,
+             "warmup_s": 1.0,
              "changed_lines": 4}]
     header, rule, row = compare.format_table(rows).splitlines()
     assert header.split()[:3] == ["策略", "训练方式", "副本数"] and row.split()[1] == "异步"
