@@ -334,8 +334,9 @@ def draw_timeline(
         fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
     fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
     _stagger(axes[0].texts)  # epoch names that would overlap go up a line
-    for ax in axes:
-        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
+    for ax in axes:  # a retried step's number goes below its bar (_label_retried), not over it
+        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]
+                          and s.step not in retried], rows)
     _label_retried(axes[-1], [s for s in steps if s.step in retried], list(rows))  # magnified if zoomed
     return fig
 
@@ -352,12 +353,27 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
                 edgecolor="#bc4b51", linewidth=0)
     for step in steps:
         again = step.step in retried
+        # The edge is a darker shade of the bar's own colour: a bar a pixel wide keeps its colour.
         ax.barh(row[step.worker], step.end - step.start, left=step.start, height=0.5,
-                color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
+                color=colours[step.worker], edgecolor=_RETRIED if again else _darker(colours[step.worker]),
                 linewidth=2.0 if again else 0.4, hatch="///" if again else None)
     for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
+    for step in steps:  # a retried step may last a millisecond: a marker above it is always seen
+        if step.step in retried:
+            ax.plot((step.start + step.end) / 2, row[step.worker] - 0.25, marker="v", markersize=11,
+                    color=_RETRIED, markeredgecolor="white", linestyle="none", zorder=5)
     ax.grid(axis="x", alpha=0.3)
+
+
+_RETRIED = "#bc4b51"
+
+
+def _darker(colour: str, factor: float = 0.7) -> tuple[float, float, float]:
+    """`colour` with its red, green and blue scaled by `factor`."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(channel * factor for channel in to_rgb(colour))
 
 
 _MARK_COLOURS = ("#bc4b51", "#4c72b0", "#8172b2")
@@ -370,25 +386,28 @@ def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str
                            label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
                      for worker in down]
     handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
-                       label=f"{words(label)} ({moment:.2f} s)")
+                       label=say(f"{words(label)} ({moment:.2f} s)", f"{words(label)}（{moment:.2f} 秒）"))
                 for (label, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False)]
-    if retried:
-        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", linewidth=2, label=say(
+    if retried:  # drawn as it is on the chart: a red marker above a bar outlined in red
+        handles.append(Line2D([], [], marker="v", markersize=11, color=_RETRIED, markeredgecolor="white",
+                              linestyle="none", label=say(
             "retried: the step that failed on the killed worker, run again on another",
             "重试：在被杀掉的工作进程上失败、改由另一个工作进程重新执行的那一步")))
     return handles
 
 
 def _label_retried(ax, steps, workers: list[int]) -> None:
-    """Point at each retried step that is in view with a short label above its row."""
+    """Label each retried step that is in view above its marker, with its number below its bar."""
     low, high = ax.get_xlim()
     for step in steps:
         if low <= step.start <= high:
-            top = workers.index(step.worker) - 0.25  # the bar's upper edge (rows run downwards)
-            ax.annotate(say("retried", "重试"), (step.start, top), xytext=(-4, 3),
+            middle, row = (step.start + step.end) / 2, workers.index(step.worker)
+            ax.annotate(say("retried", "重试"), (middle, row - 0.25), xytext=(-8, 6),
                         textcoords="offset points", ha="right", va="bottom", fontsize=MIN_POINTS,
-                        color="#bc4b51", weight=_bold(),
-                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
+                        color=_RETRIED, weight=_bold(),
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": _RETRIED})
+            ax.annotate(str(step.step), (middle, row + 0.25), xytext=(0, -2), textcoords="offset points",
+                        ha="center", va="top", fontsize=MIN_POINTS, color=_RETRIED, weight=_bold())
 
 
 def _epoch_pauses(ax, steps, starts: list[int]) -> list:
