@@ -29,7 +29,7 @@ from pstutor.language import current_language, say
 
 WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscaled
 MIN_POINTS = 9.0
-ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
+ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#e6a0a4"}
 
 # The Chinese of the phrases that lessons and the demo pass as titles, labels and curve
 # names. "{}" stands for a number. A phrase missing here is shown as it is.
@@ -94,7 +94,7 @@ def cluster_jobs(cluster) -> dict[str, list[str]]:
 
 
 _HALF_W, _HALF_H = 1.05, 0.3  # half the size of a task's box, in data units (10 = the width)
-_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b"}
+_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b", "checkpoints": "#a23b40"}
 
 
 def draw_cluster(cluster, title: str | None = None) -> Figure:
@@ -137,6 +137,15 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     for i, address in enumerate(evaluators):
         _box(ax, (1.25 + 2.5 * i, evaluator_y), say(f"evaluator {i}", f"评估器 {i}"), address,
              ROLE_COLOURS["evaluator"])
+        _link(ax, (chief_xy[0] + 0.3 * i, chief_xy[1] - _HALF_H), (1.25 + 2.5 * i, evaluator_y + _HALF_H),
+              _LINKS["checkpoints"], linestyle=":")
+    if evaluators:  # the evaluator stays outside what TF_CONFIG's cluster lists
+        ax.add_patch(FancyBboxPatch((0.08, bottom - 0.12), 9.84, top + 0.28 - bottom,
+                                    boxstyle="round,pad=0.02", facecolor="none", edgecolor="#777777",
+                                    linestyle="--", zorder=0))
+        ax.text(9.85, bottom - 0.08, say("training cluster (TF_CONFIG's cluster)",
+                                         "训练集群（TF_CONFIG 中的 cluster）"),
+                ha="right", va="bottom", fontsize=MIN_POINTS, color="#555555")
     handles = [
         Line2D([], [], color=_LINKS["schedule"], label=say(
             "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
@@ -146,6 +155,10 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
             "coordinator → ps: creates variables (around the workers)",
             "协调器 → 参数服务器：创建变量（绕过工作进程）")),
     ]
+    if evaluators:
+        handles.append(Line2D([], [], color=_LINKS["checkpoints"], linestyle=":", label=say(
+            "evaluator: reads the checkpoints the coordinator writes (no connection to the cluster)",
+            "评估器：读取协调器写出的检查点（不与集群建立连接）")))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=MIN_POINTS,
               frameon=False)
     fig.tight_layout()
@@ -179,9 +192,9 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _link(ax, start, end, colour: str) -> None:
+def _link(ax, start, end, colour: str, linestyle: str = "-") -> None:
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
-                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1))
+                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1, linestyle=linestyle))
 
 
 def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
