@@ -16,8 +16,8 @@ WORD = re.compile(r"\b[A-Za-z]{2,}\b")
 FOREIGN = re.compile(r"grpc|GRPC|/job:|error\(s\)|Detected at node|stack traces|UNAVAILABLE|CANCELLED|"
                      r"\[Op:|<Figure|tf_keras|transient connectivity|derived errors|Traceback|File \"|"
                      r"^\s*(WARNING|INFO|ERROR|[EWI]\d{4})|Error:|Error\b.*:|^\s*at |https?://")
-CODE = re.compile(r"^\s*([-#]|\$|export |python|exec |set |if |fi\b|then\b|cd |echo |(FROM|RUN|COPY|WORKDIR) )|"
-                  r"^\s*[-\w./\"']+:\s|"
+CODE = re.compile(r"^\s*([-#]|\$|export |python|exec |set |if |fi\b|then\b|cd |echo )|"
+                  r"^(FROM|RUN|COPY|WORKDIR) |^\s*[-\w./\"']+:\s|"  # a Dockerfile's instructions
                   r"[{}()=]\s*$")
 
 
