@@ -1,6 +1,7 @@
 """Lesson 8's train.py is a program a learner can take to a real cluster, in either language."""
 
 import ast
+import textwrap
 
 from conftest import ROOT
 
@@ -13,8 +14,8 @@ def _programs() -> tuple[str, str]:
     """The English train.py of the lesson and its Chinese twin from the strings table."""
     cells = build.read_lesson(SOURCE)
     [table] = [literals.parse_table(c.source) for c in cells if c.kind == "strings"]
-    [english] = [key for key in table if key.startswith("# train.py")]
-    return english, table[english]
+    [english] = [key for key in table if key.lstrip().startswith("# train.py")]
+    return textwrap.dedent(english), textwrap.dedent(table[english])
 
 
 def _imports(program: str) -> set[str]:
