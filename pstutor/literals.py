@@ -60,10 +60,12 @@ def _key_and_rewrite(segment: str, node: ast.Constant | ast.JoinedStr):
     if isinstance(node, ast.Constant):
         return node.value, lambda zh: _as_literal(segment, zh)
     match = _PREFIX.match(segment)
-    if not match or not segment.endswith(match.group(2)):  # implicitly joined f-strings
+    if not match:
         return None, None
     prefix, quote = match.groups()
     inner = segment[len(prefix) + len(quote):-len(quote)]
+    if re.search(re.escape(quote) + r"\s*[a-zA-Z]*" + re.escape(quote), inner):
+        return None, None  # f-strings joined by juxtaposition: write one f-string to translate it
     return inner, lambda zh: f"{prefix}{quote}{zh}{quote}"
 
 

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 from matplotlib.path import Path as CurvePath
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
 from pstutor.fonts import use_language_font
@@ -78,10 +79,37 @@ def words(text: str) -> str:
     return template.format(*numbers) if "{}" in template else template
 
 
+class CourseFigure(Figure):
+    """A figure whose text form lists the words it shows, one per line.
+
+    A notebook stores a figure as a picture and as text; with the words in the text, the
+    tests can read a stored figure as they read printed lines (a Chinese figure with an
+    English label fails, a figure that stops showing its marker changes). Digits are written
+    `#`, so measured numbers in labels do not make the text change from run to run.
+    """
+
+    def __repr__(self) -> str:
+        plain = super().__repr__().replace(type(self).__name__, "Figure", 1)  # <Figure size 800x400 ...>
+        return "\n".join([plain, *(f"  {text}" for text in figure_words(self))])
+
+
+def figure_words(fig: Figure) -> list[str]:
+    """The texts a figure shows that contain a letter (titles, labels, legends, word ticks), in order."""
+    fig.draw_without_rendering()  # tick labels and legends exist only once the figure is laid out
+    found: list[str] = []
+    for artist in fig.findobj(Text):
+        text = artist.get_text().strip()
+        if artist.get_visible() and re.search(r"[^\W\d_]", text):
+            text = re.sub(r"\d+", "#", " ".join(text.split()))
+            if text not in found:
+                found.append(text)
+    return found
+
+
 def _figure(width: float, height: float, **kwargs) -> Figure:
     """A new figure, with the CJK font ready when the course speaks Chinese."""
     use_language_font()
-    return Figure(figsize=(min(width, WIDTH), height), **kwargs)
+    return CourseFigure(figsize=(min(width, WIDTH), height), **kwargs)
 
 
 def cluster_jobs(cluster) -> dict[str, list[str]]:
@@ -122,8 +150,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     ax.set_title(words(title) if title else say("Parameter server cluster", "参数服务器集群"))
     for xy in worker_xy:
         _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"])
-        for target in ps_xy:
-            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"])
+        for target in ps_xy:  # both ways: a worker reads the variables and sends updates back
+            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"], style="<|-|>")
     above = [xy for xy in ps_xy if xy[1] >= chief_xy[1]]
     below = [xy for xy in ps_xy if xy[1] < chief_xy[1]]
     for lane, targets, side in ((top, above, +1), (bottom, below, -1)):
@@ -150,7 +178,7 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
         Line2D([], [], color=_LINKS["schedule"], label=say(
             "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
         Line2D([], [], color=_LINKS["variables"], label=say(
-            "worker → ps: reads and updates variables", "工作进程 → 参数服务器：读取并更新变量")),
+            "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
             "coordinator → ps: creates variables (around the workers)",
             "协调器 → 参数服务器：创建变量（绕过工作进程）")),
@@ -192,8 +220,8 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _link(ax, start, end, colour: str, linestyle: str = "-") -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
+def _link(ax, start, end, colour: str, style: str = "-|>", linestyle: str = "-") -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, color=colour,
                                  lw=1.3, shrinkA=2, shrinkB=2, zorder=1, linestyle=linestyle))
 
 
@@ -268,20 +296,21 @@ def draw_shards(variables, title: str | None = None) -> Figure:
         unit, scale = _unit(max(sum(r["bytes"] for r in shards) for shards in per_task.values()))
         widest = max(sum(r["bytes"] for r in shards) for shards in per_task.values()) / scale
         for task, shards in per_task.items():
+            row = say(f"ps {task}", f"参数服务器 {task}")  # lesson 01's figure names them so too
             left = 0.0
             for shard in shards:
                 size = shard["bytes"] / scale
-                ax.barh(f"ps {task}", size, left=left, color=colour, edgecolor="white", linewidth=2)
+                ax.barh(row, size, left=left, color=colour, edgecolor="white", linewidth=2)
                 part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
                         else say("whole", "完整"))
-                ax.text(left + size / 2, f"ps {task}", f"{part} · {_bytes(shard['bytes'])}",
+                ax.text(left + size / 2, row, f"{part} · {_bytes(shard['bytes'])}",
                         ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
                 left += size
             if not shards:
-                ax.text(0.02 * widest, f"ps {task}", say("nothing", "无"), va="center",
+                ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
                         fontsize=MIN_POINTS, color="#777777")
         total = sum(r["bytes"] for r in mine)
-        ax.set_title(f"{name} ({_bytes(total)})", fontsize=10)
+        ax.set_title(say(f"{name} ({_bytes(total)})", f"变量 {name}（{_bytes(total)}）"), fontsize=10)
         ax.set_xlim(0, widest * 1.02)
         ax.set_xlabel(unit)
         ax.xaxis.set_major_locator(MaxNLocator(4))

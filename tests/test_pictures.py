@@ -349,3 +349,45 @@ def test_draw_cluster_keeps_the_evaluator_outside_the_training_cluster():
     assert len(arrows) == 1 + 1 + 1 + 1  # schedule, variables, create, and the evaluator's checkpoints
     no_evaluator = pstutor.draw_cluster({k: v for k, v in plan.items() if k != "evaluator"})
     assert not any("training cluster" in t.get_text() for t in no_evaluator.axes[0].texts)
+
+
+def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
+    """Workers read variables and send updates back (two heads); schedule and create go one way."""
+    cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
+    ax = pstutor.draw_cluster(cluster).axes[0]
+    heads = {}
+    for arrow in (p for p in ax.patches if isinstance(p, FancyArrowPatch)):
+        heads.setdefault(arrow.get_edgecolor()[:3], set()).add(type(arrow.get_arrowstyle()).__name__)
+    colour = matplotlib.colors.to_rgb
+    assert heads[colour(pictures._LINKS["variables"])] == {"CurveFilledAB"}
+    assert heads[colour(pictures._LINKS["schedule"])] == {"CurveFilledB"}
+    assert heads[colour(pictures._LINKS["create"])] == {"CurveFilledB"}
+
+
+def test_draw_shards_names_the_rows_as_the_cluster_figure_does_and_titles_in_chinese(zh):
+    """In Chinese the rows are 参数服务器 0, 1 (the cluster figure's words), not "ps 0"."""
+    fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
+    fig = pstutor.draw_shards(fixed)
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["参数服务器 0", "参数服务器 1"]
+    assert fig.axes[0].get_title() == "变量 embedding（256 KiB）"  # the name is the code's, the words Chinese
+    set_language("en")
+    fig = pstutor.draw_shards(fixed)
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["ps 0", "ps 1"]
+
+
+def test_a_figure_lists_its_words_in_its_text_form_with_digits_hidden():
+    """Stored figures can be read as text: the words in the notebook's language, no run-specific digits."""
+    set_language("zh")
+    try:
+        figure = pictures.plot_curves({"loss": [1.0, 0.5]}, title="Training loss per epoch", xlabel="epoch")
+        text = repr(figure)
+    finally:
+        set_language("en")
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0].startswith("<Figure size ")
+    assert "每个周期的训练损失" in lines and "周期" in lines
+    assert not any(line.strip().isdigit() for line in lines[1:])
+    english = repr(pictures.draw_cluster({"worker": ["127.0.0.1:1234"], "ps": ["127.0.0.1:99"]}))
+    assert "worker #" in [line.strip() for line in english.splitlines()] and "1234" not in english
