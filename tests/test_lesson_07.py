@@ -41,3 +41,22 @@ def test_tensorflow_log_show_speaks_the_course_language(capsys):
         set_language("en")
     assert capsys.readouterr().out.splitlines() == ["这期间 TensorFlow 记录了 1 条日志，每条只显示一行：",
                                                     "    ERROR  one … It ended."]
+
+
+def test_a_local_cluster_on_ports_it_picked_survives_a_port_taken_before_it_starts():
+    import socket
+
+    from pstutor.local_cluster import LocalCluster
+
+    cluster = LocalCluster(num_workers=1, num_ps=1)
+    stolen = cluster.address("worker", 0)
+    thief = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # another program takes the port
+    thief.bind(("0.0.0.0", int(stolen.rsplit(":", 1)[1])))
+    thief.listen()
+    try:
+        cluster.start()
+        assert cluster.address("worker", 0) != stolen and cluster.alive("worker", 0)
+        assert len(cluster.pids()) == 2
+    finally:
+        cluster.close()
+        thief.close()
