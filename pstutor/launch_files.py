@@ -109,13 +109,17 @@ def write_launch_files(
 
 
 def start_script(tf_config: str, task_type: str, task_index: int, host: str, program: str) -> str:
-    """The shell script that starts one task on its machine."""
+    """The shell script that starts one task on its machine (its comments in the course's language)."""
     command = task_command(task_type, program)
+    where = say(f", run it on {host}.", f"，请在 {host} 上运行。")
+    warning = say("# The server listens on every IPv4 and IPv6 interface without authentication:\n"
+                  "# keep the cluster on a private network behind a firewall.\n",
+                  "# 服务器在所有 IPv4 和 IPv6 网络接口上监听，而且没有身份验证：\n"
+                  "# 请把集群放在防火墙后面的私有网络中。\n")
     return (
         "#!/usr/bin/env bash\n"
-        f"{MARKER}: {task_type} {task_index}, run it on {host}.\n"
-        "# The server listens on every IPv4 and IPv6 interface without authentication:\n"
-        "# keep the cluster on a private network behind a firewall.\n"
+        f"{MARKER}: {task_type} {task_index}{where}\n"
+        f"{warning}"
         "set -euo pipefail\n"
         f"export TF_CONFIG={shlex.quote(tf_config)}\n"
         "export GRPC_FAIL_FAST=use_caller\n"
@@ -202,22 +206,26 @@ def dockerfile(program: str, image: str) -> str:
     versions = {package: _installed(package) for package in ("tensorflow", "tf-keras")}
     pins = " ".join(f'"{package}=={version}"' for package, version in versions.items())
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    name = PurePosixPath(program).name
+    build = say(f"# Build it in the folder that holds {name}:\n", f"# 在存放 {name} 的文件夹中构建它：\n")
+    push = say("# and push it where your cluster pulls images from (then use that name in the manifest).\n",
+               "# 然后推送到集群拉取镜像的仓库（并在清单中使用这个名字）。\n")
     return (
-        f"{MARKER}: the image every task runs.\n"
-        f"# Build it in the folder that holds {PurePosixPath(program).name}:\n"
+        f"{MARKER}: {say('the image every task runs.', '每个任务运行的镜像。')}\n"
+        f"{build}"
         f"#   docker build -t {image} .\n"
-        "# and push it where your cluster pulls images from (then use that name in the manifest).\n"
+        f"{push}"
         f"FROM python:{python}-slim\n"
         f"RUN pip install --no-cache-dir {pins} \\\n"
         f'    "pstutor @ {PACKAGE.format(version=__version__)}"\n'
         f"WORKDIR {APP_DIR}\n"
-        f"COPY {PurePosixPath(program).name} {_app_path(program)}\n"
+        f"COPY {name} {_app_path(program)}\n"
     )
 
 
 def _pod(job: str, program: str, image: str, port: int, port_name: str, volume_claim: str,
          env: list[dict]) -> dict:
-    """A pod spec for one task; the chief and the ps mount the checkpoint volume."""
+    """A pod spec for one task; the chief mounts the checkpoint volume."""
     container = {
         "name": "tensorflow", "image": image,
         "command": task_command(job, _app_path(program)), "workingDir": APP_DIR,
@@ -226,18 +234,18 @@ def _pod(job: str, program: str, image: str, port: int, port_name: str, volume_c
         "resources": RESOURCES,
     }
     pod: dict = {"containers": [container]}
-    if job in ("chief", "ps"):  # the chief saves; by default every ps writes its own shard
+    if job == "chief":  # only the chief writes: the program saves with experimental_io_device on it
         container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINTS}]
         pod["volumes"] = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume_claim}}]
     return pod
 
 
 def _volume_claim(volume_claim: str, name: str) -> dict:
-    """A claim shared by the chief and every ps (ReadWriteMany: pods on several nodes)."""
+    """The chief's claim: one writer, so ReadWriteOnce, which every storage class offers."""
     return {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": volume_claim, "labels": {"app": name}},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
 
 

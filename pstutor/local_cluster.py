@@ -41,6 +41,7 @@ class LocalCluster:
         start_timeout: float = 90.0, verbose: bool = False,
     ) -> None:
         """Describe the cluster; `cluster` fixes the addresses (else free loopback ports)."""
+        self._picked = cluster is None  # free ports it chose itself: it may choose again (start)
         if cluster is None:
             check_memory(num_workers, num_ps)
             cluster = cluster_dict(num_workers, num_ps, chief=True)
@@ -76,7 +77,25 @@ class LocalCluster:
             tf.train.ClusterSpec(self.cluster), task_type="chief", task_id=0, rpc_layer="grpc")
 
     def start(self) -> LocalCluster:
-        """Start every task and wait until each listens; on failure stop them all."""
+        """Start every task and wait until each listens; on failure stop them all.
+
+        On ports it picked itself, a port that another program takes between the pick and the
+        bind (on a busy machine other clusters pick free ports too) costs a new try on fresh
+        ports, at most twice, not the run. Ports given in `cluster` are used as they are.
+        """
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except ClusterStartError:
+                taken = [a for a in self._all_addresses() if _port_in_use(a)]
+                if not (self._picked and taken) or attempt == 2:
+                    raise
+                self.cluster = cluster_dict(len(self.cluster["worker"]), len(self.cluster.get("ps", [])),
+                                            chief=True)
+                self._children = {}
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> LocalCluster:
         busy = [a for a in self._all_addresses() if _port_in_use(a)]
         if busy:
             raise ClusterStartError(say(

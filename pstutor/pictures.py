@@ -31,7 +31,7 @@ from pstutor.language import current_language, say
 
 WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscaled
 MIN_POINTS = 9.0
-ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
+ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#e6a0a4"}
 
 # The Chinese of the phrases that lessons and the demo pass as titles, labels and curve
 # names. "{}" stands for a number. A phrase missing here is shown as it is.
@@ -123,7 +123,7 @@ def cluster_jobs(cluster) -> dict[str, list[str]]:
 
 
 _HALF_W, _HALF_H = 1.05, 0.3  # half the size of a task's box, in data units (10 = the width)
-_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b"}
+_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b", "checkpoints": "#a23b40"}
 
 
 def draw_cluster(cluster, title: str | None = None) -> Figure:
@@ -166,6 +166,15 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     for i, address in enumerate(evaluators):
         _box(ax, (1.25 + 2.5 * i, evaluator_y), say(f"evaluator {i}", f"评估器 {i}"), address,
              ROLE_COLOURS["evaluator"])
+        _link(ax, (chief_xy[0] + 0.3 * i, chief_xy[1] - _HALF_H), (1.25 + 2.5 * i, evaluator_y + _HALF_H),
+              _LINKS["checkpoints"], linestyle=":")
+    if evaluators:  # the evaluator stays outside what TF_CONFIG's cluster lists
+        ax.add_patch(FancyBboxPatch((0.08, bottom - 0.12), 9.84, top + 0.28 - bottom,
+                                    boxstyle="round,pad=0.02", facecolor="none", edgecolor="#777777",
+                                    linestyle="--", zorder=0))
+        ax.text(9.85, bottom - 0.08, say("training cluster (TF_CONFIG's cluster)",
+                                         "训练集群（TF_CONFIG 中的 cluster）"),
+                ha="right", va="bottom", fontsize=MIN_POINTS, color="#555555")
     handles = [
         Line2D([], [], color=_LINKS["schedule"], label=say(
             "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
@@ -175,6 +184,10 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
             "coordinator → ps: creates variables (around the workers)",
             "协调器 → 参数服务器：创建变量（绕过工作进程）")),
     ]
+    if evaluators:
+        handles.append(Line2D([], [], color=_LINKS["checkpoints"], linestyle=":", label=say(
+            "evaluator: reads the checkpoints the coordinator writes (no connection to the cluster)",
+            "评估器：读取协调器写出的检查点（不与集群建立连接）")))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=MIN_POINTS,
               frameon=False)
     fig.tight_layout()
@@ -208,9 +221,9 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _link(ax, start, end, colour: str, style: str = "-|>") -> None:
+def _link(ax, start, end, colour: str, style: str = "-|>", linestyle: str = "-") -> None:
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, color=colour,
-                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1))
+                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1, linestyle=linestyle))
 
 
 def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
@@ -391,8 +404,9 @@ def draw_timeline(
         fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
     fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
     _stagger(axes[0].texts)  # epoch names that would overlap go up a line
-    for ax in axes:
-        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
+    for ax in axes:  # a retried step's number goes below its bar (_label_retried), not over it
+        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]
+                          and s.step not in retried], rows)
     _label_retried(axes[-1], [s for s in steps if s.step in retried], list(rows))  # magnified if zoomed
     return fig
 
@@ -409,12 +423,27 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
                 edgecolor="#bc4b51", linewidth=0)
     for step in steps:
         again = step.step in retried
+        # The edge is a darker shade of the bar's own colour: a bar a pixel wide keeps its colour.
         ax.barh(row[step.worker], step.end - step.start, left=step.start, height=0.5,
-                color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
+                color=colours[step.worker], edgecolor=_RETRIED if again else _darker(colours[step.worker]),
                 linewidth=2.0 if again else 0.4, hatch="///" if again else None)
     for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
+    for step in steps:  # a retried step may last a millisecond: a marker above it is always seen
+        if step.step in retried:
+            ax.plot((step.start + step.end) / 2, row[step.worker] - 0.25, marker="v", markersize=11,
+                    color=_RETRIED, markeredgecolor="white", linestyle="none", zorder=5)
     ax.grid(axis="x", alpha=0.3)
+
+
+_RETRIED = "#bc4b51"
+
+
+def _darker(colour: str, factor: float = 0.7) -> tuple[float, float, float]:
+    """`colour` with its red, green and blue scaled by `factor`."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(channel * factor for channel in to_rgb(colour))
 
 
 _MARK_COLOURS = ("#bc4b51", "#4c72b0", "#8172b2")
@@ -427,25 +456,28 @@ def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str
                            label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
                      for worker in down]
     handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
-                       label=f"{words(label)} ({moment:.2f} s)")
+                       label=say(f"{words(label)} ({moment:.2f} s)", f"{words(label)}（{moment:.2f} 秒）"))
                 for (label, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False)]
-    if retried:
-        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", linewidth=2, label=say(
+    if retried:  # drawn as it is on the chart: a red marker above a bar outlined in red
+        handles.append(Line2D([], [], marker="v", markersize=11, color=_RETRIED, markeredgecolor="white",
+                              linestyle="none", label=say(
             "retried: the step that failed on the killed worker, run again on another",
             "重试：在被杀掉的工作进程上失败、改由另一个工作进程重新执行的那一步")))
     return handles
 
 
 def _label_retried(ax, steps, workers: list[int]) -> None:
-    """Point at each retried step that is in view with a short label above its row."""
+    """Label each retried step that is in view above its marker, with its number below its bar."""
     low, high = ax.get_xlim()
     for step in steps:
         if low <= step.start <= high:
-            top = workers.index(step.worker) - 0.25  # the bar's upper edge (rows run downwards)
-            ax.annotate(say("retried", "重试"), (step.start, top), xytext=(-4, 3),
+            middle, row = (step.start + step.end) / 2, workers.index(step.worker)
+            ax.annotate(say("retried", "重试"), (middle, row - 0.25), xytext=(-8, 6),
                         textcoords="offset points", ha="right", va="bottom", fontsize=MIN_POINTS,
-                        color="#bc4b51", weight=_bold(),
-                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
+                        color=_RETRIED, weight=_bold(),
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": _RETRIED})
+            ax.annotate(str(step.step), (middle, row + 0.25), xytext=(0, -2), textcoords="offset points",
+                        ha="center", va="top", fontsize=MIN_POINTS, color=_RETRIED, weight=_bold())
 
 
 def _epoch_pauses(ax, steps, starts: list[int], before: str = "") -> list:

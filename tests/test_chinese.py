@@ -15,7 +15,8 @@ CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
 FOREIGN = re.compile(r"grpc|GRPC|/job:|error\(s\)|Detected at node|stack traces|UNAVAILABLE|CANCELLED|"
                      r"\[Op:|<Figure|tf_keras|transient connectivity|derived errors|Traceback|File \"|"
                      r"^\s*(WARNING|INFO|ERROR|[EWI]\d{4})|Error:|Error\b.*:|^\s*at |https?://")
-CODE = re.compile(r"^\s*([-+#]|\$|export |python|exec |set |if |fi\b|then\b|cd |echo )|^\s*[-\w./\"']+:\s|"
+CODE = re.compile(r"^\s*([-+#]|\$|export |python|exec |set |if |fi\b|then\b|cd |echo )|"
+                  r"^(FROM|RUN|COPY|WORKDIR) |^\s*[-\w./\"']+:\s|"  # a Dockerfile's instructions
                   r"[{}()=]\s*$")
 
 

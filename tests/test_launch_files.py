@@ -59,7 +59,7 @@ def test_plain_manifest_restarts_tasks_and_mounts_the_checkpoints():
     documents = list(yaml.safe_load_all(kubernetes_manifest(2, 1, image="registry.example.com/t:1",
                                                             volume_claim="team-ckpt")))
     [claim] = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
-    assert claim["metadata"]["name"] == "team-ckpt" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["metadata"]["name"] == "team-ckpt" and claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     for job in (d for d in documents if d["kind"] == "Job"):
         pod = job["spec"]["template"]["spec"]
         role = job["metadata"]["name"].split("-")[1]
@@ -69,7 +69,7 @@ def test_plain_manifest_restarts_tasks_and_mounts_the_checkpoints():
         assert container["image"] == "registry.example.com/t:1"
         assert container["resources"]["requests"]["memory"] == "1Gi"
         mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
-        assert mounted == (["/app/output"] if role in ("chief", "ps") else []), role
+        assert mounted == (["/app/output"] if role == "chief" else []), role  # the only writer
         if mounted:
             assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-ckpt"
 

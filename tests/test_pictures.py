@@ -174,20 +174,20 @@ def test_draw_cluster_shows_every_task_with_its_address_and_routes_coordinator_l
                "ps": ["10.0.0.4:2222"], "evaluator": ["10.0.0.5:2222"]}
     fig = pstutor.draw_cluster(cluster)
     ax = fig.axes[0]
-    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
-    assert len(boxes) == 5
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch) and p.get_facecolor()[3] > 0]
+    assert len(boxes) == 5  # the tasks (the training cluster's frame is empty)
     texts = _texts(fig)
     for name in ("coordinator (chief)", "worker 0", "worker 1", "ps 0", "evaluator 0"):
         assert name in texts
     for addresses in cluster.values():
         assert addresses[0] in texts
     arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
-    assert len(arrows) == 2 + 2 * 1 + 1  # chief->workers, workers->ps, chief->ps
+    assert len(arrows) == 2 + 2 * 1 + 1 + 1  # chief->workers, workers->ps, chief->ps, evaluator's checkpoints
     worker_boxes = [b for b in boxes if b.get_x() + b.get_width() / 2 == pytest.approx(5.0)]
-    detour = arrows[-1].get_path().vertices  # in data coordinates: goes above every worker box
-    lane = max(y for _, y in detour)
+    [detour] = [a for a in arrows if a.get_linestyle() == "--"]  # chief->ps: above every worker box
+    lane = max(y for _, y in detour.get_path().vertices)
     assert all(lane > b.get_y() + b.get_height() for b in worker_boxes)
-    assert len(ax.get_legend().get_texts()) == 3
+    assert len(ax.get_legend().get_texts()) == 3 + 1  # and the evaluator's
 
 
 def test_draw_cluster_accepts_a_cluster_spec_like_object():
@@ -377,6 +377,42 @@ def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten
     steps = recorder.steps()
     assert [(s.step, s.worker) for s in steps] == [(0, 0), (1, 1), (2, 0), (3, 0), (4, 1)]
     assert recorder.origin == 10.0
+
+
+def test_draw_timeline_marks_a_retried_step_of_a_millisecond_visibly(zh):
+    steps = [pstutor.Step(n, 0, n * 0.1, n * 0.1 + 0.05) for n in range(20)]
+    steps.append(pstutor.Step(20, 0, 2.0, 2.001))  # a retried step one millisecond long
+    fig = pstutor.draw_timeline(steps, retried=[20], marks={"worker 1 killed": 0.5})
+    ax = fig.axes[0]
+    [marker] = [line for line in ax.lines if line.get_marker() == "v"]
+    assert marker.get_xdata()[0] == pytest.approx(2.0005)  # above the bar, whatever its width
+    texts = _texts(fig)
+    assert "重试" in texts and "20" in texts
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "工作进程 1 被杀掉（0.50 秒）" in legend  # the unit of the axis, not "s"
+    [retried_handle] = [h for h in fig.legends[0].legend_handles if getattr(h, "get_marker", None)
+                        and h.get_marker() == "v"]
+    assert retried_handle.get_color() == marker.get_color()  # the legend shows what the chart shows
+    edges = {tuple(round(c, 3) for c in p.get_edgecolor()[:3]) for p in ax.patches if p.get_height() == 0.5}
+    assert (0.0, 0.0, 0.0) not in edges  # thin bars keep their own colour's shade, not grey
+
+
+def test_draw_cluster_keeps_the_evaluator_outside_the_training_cluster():
+    plan = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"], "ps": ["10.0.0.4:2222"],
+            "evaluator": ["10.0.0.5"]}
+    fig = pstutor.draw_cluster(plan)
+    ax = fig.axes[0]
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    boundary = next(p for p in boxes if p.get_facecolor()[3] == 0)  # the dashed, empty frame
+    evaluator = next(p for p in boxes if p.get_y() < boundary.get_y())  # below, outside the frame
+    assert evaluator.get_y() + evaluator.get_height() < boundary.get_y()
+    assert any("training cluster" in t.get_text() for t in ax.texts)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(text.startswith("evaluator: reads the checkpoints") for text in legend)
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == 1 + 1 + 1 + 1  # schedule, variables, create, and the evaluator's checkpoints
+    no_evaluator = pstutor.draw_cluster({k: v for k, v in plan.items() if k != "evaluator"})
+    assert not any("training cluster" in t.get_text() for t in no_evaluator.axes[0].texts)
 
 
 def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
