@@ -516,18 +516,6 @@ class _Stops:
         self.signal: int | None = None
         self._previous: dict[int, object] = {}
 
-def _gib(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value < 1:
-        raise argparse.ArgumentTypeError(say(f"must be a number of GiB, at least 1, not {text!r}",
-                                             f"必须是以 GiB 为单位、至少为 1 的数，而不是 {text!r}"))
-    return value
-
-
-
     def __enter__(self) -> _Stops:
         for sig in STOP_SIGNALS:
             if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup and friends keep their choice
@@ -547,6 +535,17 @@ def _gib(text: str) -> float:
     def exit_code(self, code: int) -> int:
         """SIGTERM and SIGHUP exit with 128 + signal; Ctrl-C keeps the command's own code."""
         return 128 + self.signal if self.signal in (signal.SIGTERM, signal.SIGHUP) else code
+
+
+def _gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 1:
+        raise argparse.ArgumentTypeError(say(f"must be a number of GiB, at least 1, not {text!r}",
+                                             f"必须是以 GiB 为单位、至少为 1 的数，而不是 {text!r}"))
+    return value
 
 
 def _known_errors() -> tuple[type[Exception], ...]:
