@@ -50,7 +50,7 @@ from pathlib import Path
 
 import nbformat
 
-from pstutor import literals
+from pstutor import literals, metadata
 from pstutor.claims import Claim, failures
 from pstutor.course import find_course, publication
 from pstutor.language import LANGUAGES, say
@@ -341,7 +341,7 @@ def render(source: Path, lang: str, variant: str | None = None,
             cells.append(nbformat.v4.new_code_cell(code))
             tasks = [f"{source.stem[:2]}.{r.task}" for r in answer_regions(cell.source)]
             if tasks:  # how the grader finds the student's answer again
-                cells[-1].metadata["pstutor"] = {"tasks": tasks}
+                cells[-1].metadata[metadata.KEY] = metadata.cell_metadata(tasks)
         elif cell.kind == "setup":  # its output shows versions and devices: not compared
             cells.append(nbformat.v4.new_code_cell(_SETUP.format(lang=lang, **pub)))
             cells[-1].metadata["tags"] = ["nbval-ignore-output"]
@@ -363,7 +363,7 @@ def render(source: Path, lang: str, variant: str | None = None,
         "colab": {"name": f"{source.stem}.ipynb", "toc_visible": True},
         "kernelspec": _KERNELSPEC,
         "language_info": {"name": "python"},
-        "pstutor": {"source": source.stem, "lang": lang, "variant": variant},  # read by the grader
+        metadata.KEY: metadata.notebook_metadata(source.stem, lang, variant),  # read by the grader
     }
     return notebook
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -223,20 +224,39 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from pstutor.grade import grade, summary
+    import signal
 
+    from pstutor.grading import GradingFailed, grade, summary
+
+    def stop(*_) -> None:  # a plain `kill` or a closed terminal cleans up like Ctrl-C
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
     try:
-        submissions = grade(args.submissions, args.out, course=args.course, timeout=args.timeout,
-                            sandbox=not args.no_sandbox, jobs=args.jobs, memory=int(args.memory * 2**30),
-                            log=lambda line: print(line, flush=True))
+        results = grade(args.submissions, args.out, course=args.course, timeout=args.timeout,
+                        sandbox=not args.no_sandbox, jobs=args.jobs, memory=args.memory * 2**30,
+                        format=args.format, exercise=args.exercise, accept=tuple(args.accept),
+                        regrade=args.regrade, log=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print(say(f"interrupted; the students graded so far are in {args.out}: run the same command "
                   "again to continue", f"已中断；已评分的学生都在 {args.out} 中：再次运行同一命令即可继续"),
               file=sys.stderr)
         return 130
+    except GradingFailed as err:
+        print(f"pstutor: {err}", file=sys.stderr)
+        return 1
     print()
-    print(summary(submissions))
-    print(say(f"table written to {args.out}", f"结果表已写入 {args.out}"))
+    print(summary(results))
+    print(say(f"results written to {args.out}", f"结果已写入 {args.out}"))
+    return 0
+
+
+def _autograder(args: argparse.Namespace) -> int:
+    from pstutor.grading.autograder import write_gradescope
+
+    for path in write_gradescope(args.out, exercise=args.exercise, course=args.course):
+        print(say("wrote", "已写入"), path)
     return 0
 
 
@@ -363,13 +383,23 @@ def parser() -> argparse.ArgumentParser:
                         help=say("seconds per strategy (default: 300)", "每个策略的秒数上限（默认：300）"))
     versus.set_defaults(run=_compare)
 
-    marks = commands.add_parser("grade", help="run a class's exercise notebooks: a task x student table")
+    marks = commands.add_parser("grade", help="grade a class's exercise notebooks, as you keep grades")
     marks.add_argument("submissions", type=Path,
                        help="folder with one .ipynb per student (the file name names the student)")
     marks.add_argument("--out", type=Path, default=Path("grades.csv"),
-                       help="the CSV table (default: grades.csv)")
+                       help="the file to write (default: grades.csv); only a file pstutor grade wrote "
+                            "is replaced")
+    marks.add_argument("--format", choices=("csv", "canvas", "gradescope", "prairielearn"), default="csv",
+                       help="csv: the course's table; canvas: a Canvas/Moodle gradebook CSV; gradescope, "
+                            "prairielearn: the autograder results.json of one submission")
+    marks.add_argument("--exercise", default=None,
+                       help="grade only this exercise (e.g. 03): other notebooks are invalid")
+    marks.add_argument("--accept", action="append", default=[], metavar="STUDENT",
+                       help="count the flagged tasks of STUDENT after you looked at them (repeatable)")
+    marks.add_argument("--regrade", action="store_true",
+                       help="grade every submission again, even those already in the table")
     marks.add_argument("--timeout", type=_positive, default=300,
-                       help="seconds per submission (default: 300)")
+                       help="seconds per submission (default: 300, at least 30)")
     marks.add_argument("--no-sandbox", action="store_true",
                        help="run without the bubblewrap sandbox (only if you trust every submission)")
     marks.add_argument("--course", type=Path, default=None,
@@ -377,11 +407,21 @@ def parser() -> argparse.ArgumentParser:
                             "(default: found above the working directory)")
     marks.add_argument("--jobs", type=_positive, default=None,
                        help="students graded at once (default: what this machine's cores and memory hold)")
-    marks.add_argument("--memory", type=float, default=6,
-                       help="GiB one submission may use, its kernel and children together (default: 6)")
+    marks.add_argument("--memory", type=_gib, default=6,
+                       help="GiB one submission may use, its kernel and children together "
+                            "(default: 6, at least 1)")
     marks.add_argument("--lang", choices=LANGUAGES, default=argparse.SUPPRESS,
                        help="language of the table and messages (en or zh)")
     marks.set_defaults(run=_grade)
+
+    autograder = commands.add_parser("autograder", help="the files an autograding service runs")
+    services = autograder.add_subparsers(dest="service", required=True)
+    gradescope = services.add_parser("gradescope", help="setup.sh and run_autograder for Gradescope")
+    gradescope.add_argument("--exercise", required=True, help="the exercise it grades, e.g. 03")
+    gradescope.add_argument("--out", type=Path, required=True, help="a new (or empty) folder for the files")
+    gradescope.add_argument("--course", type=Path, default=None,
+                            help="the course folder (default: found above the working directory)")
+    gradescope.set_defaults(run=_autograder)
     return main
 
 
@@ -497,12 +537,24 @@ class _Stops:
         return 128 + self.signal if self.signal in (signal.SIGTERM, signal.SIGHUP) else code
 
 
+def _gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 1:
+        raise argparse.ArgumentTypeError(say(f"must be a number of GiB, at least 1, not {text!r}",
+                                             f"必须是以 GiB 为单位、至少为 1 的数，而不是 {text!r}"))
+    return value
+
+
 def _known_errors() -> tuple[type[Exception], ...]:
     """The errors that mean bad input or a task that could not start: said in one line.
 
     Only modules already imported can have raised theirs, so none is imported here.
     """
-    names = {"pstutor.build": "LessonError", "pstutor.demo": "DemoError", "pstutor.grade": "GradingError",
+    names = {"pstutor.build": "LessonError", "pstutor.demo": "DemoError", "pstutor.grading": "GradingError",
+             "pstutor.grading.autograder": "AutograderError",
              "pstutor.launch_files": "LaunchFilesError", "pstutor.local_cluster": "ClusterStartError",
              "pstutor.tf_config": "TFConfigError", "pstutor.written": "OutputRefused"}
     found = [getattr(sys.modules[module], name) for module, name in names.items() if module in sys.modules]
