@@ -14,6 +14,16 @@ sequence of cells, each opened by a marker line:
                                tests, never shown in a notebook)
     <!-- cell: right task=1 -->  exercises only: another correct answer to task 1, written
                                differently from the solution; its check must pass (tests only)
+    <!-- cell: claim -->       a claim the prose makes about the output of the code cell
+                               before it, as Python asserts in a ```python fence (never shown;
+                               see `pstutor.claims`): the build and the tests run it on the
+                               stored outputs of both languages
+    <!-- cell: strings -->     the Chinese of the code's own string literals, a Python dict in a
+                               ```python fence: {"I am": "我是", "{n} steps": "{n} 步"}
+
+A code cell is the same program in both languages except for the literals the `strings` table
+translates: a plain literal is matched by its value, an f-string by the text between its
+quotes. The Chinese notebook prints Chinese, and what a learner copies still runs anywhere.
 
 In an exercise, a code cell holds one answer region per task:
 
@@ -40,16 +50,18 @@ from pathlib import Path
 
 import nbformat
 
-from pstutor import metadata
+from pstutor import literals, metadata
+from pstutor.claims import Claim, failures
 from pstutor.course import find_course, publication
-from pstutor.language import LANGUAGES
+from pstutor.language import LANGUAGES, say
 
 VARIANTS = {"lesson": "notebooks", "solution": "solutions", "exercise": "exercises"}  # -> folder
-_MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong|right)((?: [a-z]+=[^ ]+)*) -->$")
+_MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong|right|claim|strings)((?: [a-z]+=[^ ]+)*) -->$")
 _OPTIONS = {"code": {"tags"}, "wrong": {"task", "expect"}, "right": {"task"}}
 _FENCE = re.compile(r"^```python\n(.*?)\n```$", re.S)
 _BEGIN = re.compile(r"^( *)### BEGIN ANSWER (\d+)$")
 _STUB, _END = "### STUB", "### END ANSWER"
+_NOT_SHOWN = ("wrong", "right", "claim", "strings")  # cells for the build and the tests only
 _BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 _SETUP = '''\
@@ -61,9 +73,6 @@ if "google.colab" in sys.modules:  # Colab: install the course's helper package 
 import pstutor
 
 pstutor.setup(lang="{lang}")  # before TensorFlow is imported: tf.keras becomes Keras 2'''
-_WRITE_HERE = {"en": "# ✏️ Task {task}: write your code here",
-               "zh": "# ✏️ 任务 {task}：在这里写你的代码"}
-_SOLUTION_TITLE = {"en": " (solution)", "zh": "（参考答案）"}
 _CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"  # ideographs, CJK and full-width punctuation
 _FULL_WIDTH_PUNCTUATION = "".join(chr(c) for c in [*range(0x3000, 0x3040), *range(0xFF01, 0xFF10),
                                                       *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
@@ -80,7 +89,7 @@ class LessonError(ValueError):
 class Cell:
     """One cell of a source."""
 
-    kind: str  # "en", "zh", "code", "setup", "wrong" or "right"
+    kind: str  # "en", "zh", "code", "setup", "wrong", "right", "claim" or "strings"
     source: str
     tags: tuple[str, ...] = ()
     task: str = ""  # wrong and right answers: the task they answer
@@ -135,7 +144,7 @@ def read_lesson(path: Path) -> list[Cell]:
                 raise LessonError(f"{path.name}: text before the first cell marker")
             return
         text = "\n".join(lines).strip("\n")
-        if kind in ("code", "wrong", "right"):
+        if kind in ("code", "wrong", "right", "claim", "strings"):
             match = _FENCE.match(text)
             if not match:
                 raise LessonError(f"{path.name}: a code cell must be one ```python fence")
@@ -157,12 +166,15 @@ def read_lesson(path: Path) -> list[Cell]:
     close()
     _check_pairs(path, cells)
     _check_tasks(path, cells)
+    _check_strings(path, cells)
     return cells
 
 
 def _check_pairs(path: Path, cells: list[Cell]) -> None:
     """Every English markdown cell is followed by its Chinese twin, and vice versa."""
     for i, cell in enumerate(cells):
+        if cell.kind == "claim" and not any(c.kind == "code" for c in cells[:i]):
+            raise LessonError(f"{path.name}: claim {i} has no code cell before it to read")
         if cell.kind == "en" and (i + 1 == len(cells) or cells[i + 1].kind != "zh"):
             raise LessonError(f"{path.name}: English cell {i} has no Chinese twin after it")
         if cell.kind == "zh" and (i == 0 or cells[i - 1].kind != "en"):
@@ -196,6 +208,51 @@ def _check_tasks(path: Path, cells: list[Cell]) -> None:
     missing = sorted(set(tasks) - set(wrong))
     if missing:
         raise LessonError(f"{path.name}: task(s) {missing} have no wrong answer to prove the check")
+
+
+def _check_strings(path: Path, cells: list[Cell]) -> None:
+    """The strings table parses, and every entry translates a literal of some code cell."""
+    try:
+        table = strings_table(cells, path.name)
+        used: set[str] = set()
+        for cell in cells:
+            if cell.kind == "code":
+                literals.translate(cell.source, table, used)
+        literals.check_used(table, used, path.name)
+    except literals.LiteralsError as err:
+        raise LessonError(str(err)) from None
+    for cell in cells:
+        if cell.kind == "code" and re.search(f"[{_CJK}]", cell.source):
+            raise LessonError(f"{path.name}: Chinese in a code cell (write it in the strings table): "
+                              f"{cell.source.splitlines()[0][:60]!r}")
+
+
+def strings_table(cells: list[Cell], name: str = "source") -> dict[str, str]:
+    """The Chinese of the code's literals, from every `strings` cell of a source."""
+    table: dict[str, str] = {}
+    for cell in cells:
+        if cell.kind == "strings":
+            entries = literals.parse_table(cell.source, name)
+            if twice := sorted(set(entries) & set(table)):
+                raise literals.LiteralsError(f"{name}: strings given twice: {twice}")
+            table.update(entries)
+    return table
+
+
+def claims_of(source: Path) -> list[Claim]:
+    """The claims of a source, each tied to the code cell before it (counted as in the notebook)."""
+    found, code_cells = [], 0
+    for cell in read_lesson(source):
+        if cell.kind in ("code", "setup"):
+            code_cells += 1
+        elif cell.kind == "claim":
+            found.append(Claim(code_cells - 1, cell.source))
+    return found
+
+
+def unshown_claims(source: Path, notebook: dict, lang: str, variant: str) -> list[str]:
+    """The claims of `source` that `notebook` does not show (student copies make none)."""
+    return [] if variant == "exercise" else failures(claims_of(source), notebook, lang)
 
 
 def answer_regions(code: str, name: str = "source") -> list[Region]:
@@ -234,7 +291,8 @@ def fill_answers(code: str, lang: str, variant: str, answers: dict[str, str] | N
             if answers and task in answers:
                 out += [indent + text if text else text for text in answers[task].splitlines()]
             elif variant == "exercise":
-                out.append(indent + _WRITE_HERE[lang].format(task=task))
+                out.append(indent + say(f"# ✏️ Task {task}: write your code here",
+                                        f"# ✏️ 任务 {task}：在这里写你的代码", lang))
         elif region and line.strip() == _STUB:
             part = "stub"
         elif region and line.strip() == _END:
@@ -271,13 +329,16 @@ def render(source: Path, lang: str, variant: str | None = None,
     if variant not in variants(source):
         raise ValueError(f"{source.name} has no {variant!r} notebook")
     pub = publication(course_of(source))
-    badge = {"en": "Open in Colab", "zh": "在 Colab 中打开"}[lang]
+    badge = say("Open in Colab", "在 Colab 中打开", lang)
+    source_cells = read_lesson(source)
+    table = strings_table(source_cells) if lang == "zh" else {}
     cells = []
-    for cell in read_lesson(source):
-        if (cell.kind in LANGUAGES and cell.kind != lang) or cell.kind in ("wrong", "right"):
+    for cell in source_cells:
+        if (cell.kind in LANGUAGES and cell.kind != lang) or cell.kind in _NOT_SHOWN:
             continue
         if cell.kind == "code":
-            cells.append(nbformat.v4.new_code_cell(fill_answers(cell.source, lang, variant, answers)))
+            code = literals.translate(fill_answers(cell.source, lang, variant, answers), table)
+            cells.append(nbformat.v4.new_code_cell(code))
             tasks = [f"{source.stem[:2]}.{r.task}" for r in answer_regions(cell.source)]
             if tasks:  # how the grader finds the student's answer again
                 cells[-1].metadata[metadata.KEY] = metadata.cell_metadata(tasks)
@@ -286,7 +347,8 @@ def render(source: Path, lang: str, variant: str | None = None,
             cells[-1].metadata["tags"] = ["nbval-ignore-output"]
         elif not cells and variant == "solution":
             title, _, rest = cell.source.partition("\n")
-            cells.append(nbformat.v4.new_markdown_cell(title + _SOLUTION_TITLE[lang] + _ + rest))
+            title += say(" (solution)", "（参考答案）", lang)
+            cells.append(nbformat.v4.new_markdown_cell(title + _ + rest))
         else:
             cells.append(nbformat.v4.new_markdown_cell(bold_outside_cjk_punctuation(join_cjk_lines(cell.source))))
         if cell.tags:
@@ -407,14 +469,17 @@ def keep_outputs(notebook: nbformat.NotebookNode, stored: dict) -> None:
 
 
 def build(root: Path, names: list[str] | None = None, run: bool = True, log=print,
-          keep: bool = False) -> list[Path]:
+          keep: bool = False, only: tuple[str, ...] = tuple(VARIANTS)) -> list[Path]:
     """Regenerate (and by default execute) the notebooks of the course at `root`, or the named ones.
 
     `keep` re-renders without executing and keeps the stored outputs: for edits of prose,
-    of the setup cell or of the publication settings, which no output depends on.
+    of the setup cell or of the publication settings, which no output depends on. `only`
+    limits the build to some variants (("lesson",) leaves the exercises as they are).
     """
     written = []
     for source, variant, lang in targets(root, names):
+        if variant not in only:
+            continue
         path = notebook_path(source, lang, variant)
         path.parent.mkdir(parents=True, exist_ok=True)
         notebook = render(source, lang, variant)
@@ -423,6 +488,15 @@ def build(root: Path, names: list[str] | None = None, run: bool = True, log=prin
         elif run:
             log(f"executing {path.relative_to(root)} ...")
             execute(notebook, path.parent)
+        if keep or run:
+            unshown = unshown_claims(source, json.loads(dumps(notebook)), lang, variant)
+            if unshown:
+                failed = root / "build-failed" / path.relative_to(root)
+                failed.parent.mkdir(parents=True, exist_ok=True)
+                failed.write_text(dumps(notebook), encoding="utf-8")
+                raise LessonError(f"{path.relative_to(root)} does not show what its prose claims "
+                                  f"(not written; the run is in {failed.relative_to(root)}):\n"
+                                  + "\n".join(unshown))
         path.write_text(dumps(notebook), encoding="utf-8")
         written.append(path)
     return written

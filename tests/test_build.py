@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from pstutor import build
+from pstutor import build, literals
 
 LESSONS = build.lesson_paths()
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -70,11 +70,25 @@ def test_committed_notebook_is_canonical_json_with_outputs(source, variant, lang
 
 @pytest.mark.parametrize("source, variant", PAIRS, ids=_id)
 def test_both_languages_run_the_same_code(source, variant):
+    """The same program in both: only the text of string literals may differ (the strings table)."""
     en, zh = _committed(source, "en", variant), _committed(source, "zh", variant)
     normalise = [re.sub(r"# ✏️ 任务 (\d+)：在这里写你的代码", r"# ✏️ Task \1: write your code here",
                         c.replace('lang="zh"', 'lang="en"')) for c in _code(zh)]
-    assert _code(en) == normalise
+    assert len(_code(en)) == len(normalise)
+    for english, chinese in zip(_code(en), normalise, strict=True):
+        if english != chinese:
+            assert literals.program_shape(english) == literals.program_shape(chinese), english[:200]
+            assert [line for line in english.splitlines() if line.lstrip().startswith("#")] == \
+                [line for line in chinese.splitlines() if line.lstrip().startswith("#")], "comments differ"
     assert len(_markdown(en)) == len(_markdown(zh))
+
+
+@pytest.mark.parametrize("source, variant", PAIRS, ids=_id)
+def test_the_stored_outputs_show_what_the_prose_claims(source, variant):
+    """Every claim of a source holds on the committed notebooks of both languages."""
+    unshown = [line for lang in ("en", "zh")
+               for line in build.unshown_claims(source, _committed(source, lang, variant), lang, variant)]
+    assert not unshown, "\n".join(unshown)
 
 
 @pytest.mark.parametrize("source, variant", PAIRS, ids=_id)
@@ -298,3 +312,65 @@ def test_bold_text_next_to_chinese_punctuation_renders_as_bold():
 def test_no_markdown_cell_shows_literal_asterisks(source, variant, lang):
     for text in _markdown(_committed(source, lang, variant)):
         assert not _literal_asterisks(text), f"{source.name} ({lang}): {_literal_asterisks(text)}"
+
+
+def _lesson_with(tmp_path, code: str, extra: str = "") -> object:
+    """A one-cell lesson in a course folder of its own (`tmp_path`)."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    for folder in ("lessons", "notebooks/en", "notebooks/zh"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+    return _write(tmp_path / "lessons", "<!-- cell: en -->\n# T\n<!-- cell: zh -->\n# T\n"
+                  f"<!-- cell: setup -->\n<!-- cell: code -->\n```python\n{code}\n```\n{extra}")
+
+
+def test_the_chinese_notebook_prints_the_strings_table_and_runs_the_same_program(tmp_path):
+    strings = ('<!-- cell: strings -->\n```python\n{"I am": "我是", "{n} steps": "{n} 步",\n'
+               ' "a\\nb": "甲\\n乙"}\n```\n')
+    source = _lesson_with(tmp_path, 'n = 2\nprint("I am", "worker")\nprint(f"{n} steps")\nprint("a\\nb")',
+                          strings)
+    en = _code(build.render(source, "en"))[1]
+    zh = _code(build.render(source, "zh"))[1]
+    assert 'print("I am", "worker")' in en and 'print("我是", "worker")' in zh
+    assert 'print(f"{n} 步")' in zh and 'print("甲\\n乙")' in zh
+    assert literals.program_shape(en) == literals.program_shape(zh)
+    assert literals.program_shape(en) != literals.program_shape(en.replace("n = 2", "n = 3"))
+
+
+@pytest.mark.parametrize(
+    "code, strings, message",
+    [
+        ('print("hi")', '{"bye": "再见"}', "no code cell uses"),
+        ('print("hi")', '["hi"]', "must map English strings"),
+        ('print("hi")', '{"hi": 再见}', "not a Python dict literal"),
+        ('print("你好")', '{}', "Chinese in a code cell"),
+    ],
+)
+def test_a_strings_table_that_does_not_fit_the_code_is_rejected(tmp_path, code, strings, message):
+    source = _lesson_with(tmp_path, code, f"<!-- cell: strings -->\n```python\n{strings}\n```\n")
+    with pytest.raises(build.LessonError, match=message):
+        build.read_lesson(source)
+
+
+def test_a_claim_reads_the_output_of_the_cell_before_it_in_both_languages(tmp_path):
+    claim = ("<!-- cell: claim -->\n```python\n# the second count is larger\n"
+             "assert nums[1] > nums[0], nums\n```\n")
+    source = _lesson_with(tmp_path, 'print("counts:", 3, 5)', claim)
+    (claim_,) = build.claims_of(source)
+    assert claim_.cell == 1 and claim_.title == "the second count is larger"
+    notebook = json.loads(build.dumps(build.render(source, "en")))
+    notebook["cells"][-1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "counts: 3 5\n"}]
+    assert build.unshown_claims(source, notebook, "en", "lesson") == []
+    notebook["cells"][-1]["outputs"][0]["text"] = "counts: 5 3\n"
+    (failure,) = build.unshown_claims(source, notebook, "zh", "lesson")
+    assert "[zh]" in failure and "the second count is larger" in failure and "[5.0, 3.0]" in failure
+    assert build.unshown_claims(source, notebook, "zh", "exercise") == [], "student copies claim nothing"
+
+
+def test_the_build_refuses_to_write_a_notebook_that_stops_showing_its_claim(tmp_path):
+    claim = "<!-- cell: claim -->\n```python\n# one is two\nassert nums == [2.0], nums\n```\n"
+    source = _lesson_with(tmp_path, "print(1)", claim)
+    source.rename(tmp_path / "lessons" / "01_t.md")
+    with pytest.raises(build.LessonError, match="does not show what its prose claims"):
+        build.build(tmp_path, ["01"], run=True, log=lambda _: None)
+    assert not (tmp_path / "notebooks" / "en" / "01_t.ipynb").exists()
+    assert (tmp_path / "build-failed" / "notebooks" / "en" / "01_t.ipynb").exists()
