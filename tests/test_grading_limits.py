@@ -97,7 +97,7 @@ def test_cgroup_v1_limits_hold_a_process_and_are_removed():
                     "30",
                 ]
             )
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 120  # a Python start-up on a busy machine
             while child.pid not in [int(p) for p in (memory / "cgroup.procs").read_text().split()]:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
