@@ -189,9 +189,10 @@ for _ in range(8):
 import time
 time.sleep(600)"""
 SHARED_MEMORY = """block = b"x" * (64 << 20)
-with open("/dev/shm/hog", "wb") as hog:
-    for _ in range(64):
-        hog.write(block)
+for index in range(8):  # 4 GiB in all, in files under the file-size limit: no process maps them
+    with open(f"/dev/shm/hog-{index}", "wb") as hog:
+        for _ in range(8):
+            hog.write(block)
 resolver = strategy = None"""
 THREAD_FLOOD = """import threading, time
 threads = []
