@@ -24,9 +24,13 @@ def _id(path) -> str:
     return f"{path.parent.parent.name}/{path.stem}"
 
 
+# API names that look like plain words; API names stay in English (COURSE.md's glossary)
+API_WORDS = {"ms", "fit", "evaluate", "predict", "schedule", "join", "fetch", "repeat", "shuffle", "batch"}
+
+
 def english_word(chunk: str) -> bool:
     """A plain English word (`none`, `Workers`), not an API name (`MirroredStrategy`, `tf.data`, `GPU`)."""
-    return bool(re.fullmatch(r"[A-Za-z][a-z]+[,:;]?", chunk)) and chunk.rstrip(",:;") not in {"ms"}
+    return bool(re.fullmatch(r"[A-Za-z][a-z]+[,:;]?", chunk)) and chunk.rstrip(",:;") not in API_WORDS
 
 
 def figure_english(text: str) -> list[str]:
