@@ -241,22 +241,19 @@ def _identify_all(
         result.settings = record.fingerprint(settings, found.exercise.path)
         results.append(result)
         todo.append((result, found))
-    if single:
-        graded = [(r, f) for r, f in todo]
-        if len(graded) != 1 or len(results) != 1:
-            lone = StudentResult(results[0].student if len(results) == 1 else "submission", state=REFUSED)
-            lone.problem = (
-                text(
-                    f"{len(graded)} gradable notebook(s) of {len(results)} in the submission: "
-                    "submit exactly one exercise notebook",
-                    f"提交中有 {len(results)} 个笔记本，其中可评分的 {len(graded)} 个："
-                    "请只提交一个练习笔记本",
-                )
-                if len(results) != 1
-                else results[0].problem
+    if single and (len(todo) != 1 or len(results) != 1):  # Gradescope, PrairieLearn: one notebook
+        lone = StudentResult(results[0].student if len(results) == 1 else "submission", state=REFUSED)
+        lone.problem = (
+            text(
+                f"{len(todo)} gradable notebook(s) of {len(results)} in the submission: "
+                "submit exactly one exercise notebook",
+                f"提交中有 {len(results)} 个笔记本，其中可评分的 {len(todo)} 个：请只提交一个练习笔记本",
             )
-            return [lone], []
-    return results, [(r, f) for r, f in todo]
+            if len(results) != 1
+            else results[0].problem
+        )
+        return [lone], []
+    return results, todo
 
 
 def _replace(results: list[StudentResult], current: StudentResult, kept: StudentResult) -> None:
