@@ -20,6 +20,8 @@ import nbformat
 import pytest
 from conftest import ROOT, clean_env, export_tree, write_kernelspec
 
+from pstutor.course import read_pyproject
+
 
 def _source_modules() -> set[str]:
     """Every module of the package in the clone, as import names."""
@@ -99,9 +101,7 @@ def test_every_module_imports_from_the_installed_package(installed: Path, tmp_pa
     sources = [p for p in found["path"] if (Path(p or tmp_path) / "pstutor" / "__init__.py").exists()]
     assert [Path(p) for p in sources] == [Path(found["file"]).parent.parent], sources
     assert set(found["modules"]) | {"pstutor"} >= _source_modules()
-    import tomllib
-
-    assert found["version"] == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert found["version"] == read_pyproject(ROOT)["project"]["version"]
 
 
 def test_course_tools_say_they_need_a_clone(installed: Path, tmp_path: Path):
