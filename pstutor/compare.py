@@ -2,9 +2,14 @@
 
 `compare()` trains one small model under each strategy, each in a fresh process (so that
 every strategy starts from a clean TensorFlow runtime, and logical CPU devices can still be
-configured), and returns one record per strategy. `run_workers()` runs a program as several
-local worker processes, each with its own `TF_CONFIG`, which is what
-`MultiWorkerMirroredStrategy` needs; `run_program()` runs one program in a fresh process.
+configured), and returns one record per strategy. The set-ups are alike: every worker is a
+process of its own (MWMS: two worker processes; the parameter server: two worker processes,
+one ps process and the coordinator), every run reads one stream shuffled with a fixed seed
+(two workers split it), and start-up (until the strategy and the model are ready) is timed
+apart from the warm-up (tracing).
+`run_workers()` runs a program as several local worker processes, each with its own
+`TF_CONFIG`, which is what `MultiWorkerMirroredStrategy` needs; `run_program()` runs one
+program in a fresh process.
 
 No orphans: children are `processes.Child`ren, stopped when the run ends, fails, times out
 or is interrupted (Ctrl-C), at interpreter exit, and they end themselves when this process
@@ -24,6 +29,7 @@ from pathlib import Path
 
 from pstutor import compare_worker
 from pstutor.language import say
+from pstutor.measured import FOLDER, measurement
 from pstutor.processes import Child, stop
 from pstutor.tables import VALUE_WORDS, align, text_width, word
 from pstutor.tf_config import cluster_dict, make_tf_config
@@ -36,8 +42,11 @@ NAMES = {
     "mwms": "MultiWorkerMirroredStrategy",
 }
 TRAINING = {"none": "-", "mirrored": "sync", "ps": "async", "mwms": "sync"}
+RESULTS = FOLDER / "compare_strategies.json"  # written by benchmarks/compare_strategies.py
 COLUMNS = ("strategy", "training", "replicas", "global_batch", "examples_per_s", "steps_per_s",
-           "loss", "startup_s", "changed_lines")
+           "loss", "startup_s", "warmup_s", "changed_lines")
+# what a record holds besides the table's columns
+DETAILS = ("steps_per_execution", "examples", "seconds", "processes")
 
 
 class CompareError(RuntimeError):
@@ -55,16 +64,20 @@ class WorkerRun:
 
 def compare(
     strategies: Iterable[str] = STRATEGIES, examples: int = 8192, *, batch_size: int = 32,
-    learning_rate: float = 0.05, steps_per_execution: int = 1,
+    learning_rate: float = 0.05, steps_per_execution: int = 1, min_seconds: float = 0.0,
     progress: Callable[[str], None] | None = None, timeout: float = 180.0,
 ) -> list[dict]:
     """Train the same model under each strategy, one fresh process each; one record per strategy.
 
-    `examples` are trained after a warm-up (tracing) and timed; `batch_size` is per replica
-    and the learning rate is scaled by the number of replicas. Records hold: strategy,
-    training (sync/async), replicas, global_batch, examples_per_s, steps_per_s, loss (on all
-    the data, after the same examples), startup_s (from launch until training runs) and
-    changed_lines (strategy-specific lines, compared with no strategy).
+    After a warm-up (tracing), `examples` are trained and timed, then more whole epochs of
+    `examples` until at least `min_seconds` were measured (a rate measured over a few
+    milliseconds is noise). `batch_size` is per replica and the learning rate is scaled by
+    the number of replicas. Records hold: strategy, training (sync/async), replicas,
+    global_batch, examples_per_s, steps_per_s, loss (on all the data, after the warm-up and
+    the first `examples`: the same examples for every strategy), startup_s (from launch until
+    the strategy and the model are ready), warmup_s, changed_lines (strategy-specific lines,
+    compared with no strategy), and steps_per_execution, examples and seconds (what was timed)
+    and processes (how many the run started).
     """
     names = check_strategies(strategies)
     for label, value in (("examples", examples), ("batch_size", batch_size),
@@ -73,22 +86,56 @@ def compare(
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise ValueError(say(f"{label} must be a positive number, not {value!r}.",
                                  f"{label} 必须是正数，而不是 {value!r}。"))
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, int | float) or not min_seconds >= 0:
+        raise ValueError(say(f"min_seconds must be zero or more, not {min_seconds!r}.",
+                             f"min_seconds 必须大于或等于零，而不是 {min_seconds!r}。"))
     report = progress or (lambda line: None)
     results = []
     for number, name in enumerate(names, start=1):
         prefix = f"[{number}/{len(names)}] {name:8}"
         report(say(f"{prefix} starting ({NAMES[name]}) ...", f"{prefix} 正在启动（{_zh_name(name)}）……"))
         args = ["bench", name, "--examples", str(examples), "--batch-size", str(batch_size),
-                "--learning-rate", str(learning_rate), "--steps-per-execution", str(steps_per_execution)]
+                "--learning-rate", str(learning_rate), "--steps-per-execution", str(steps_per_execution),
+                "--min-seconds", str(min_seconds)]
         result = _bench(name, args, timeout)
         result.update(training=TRAINING[name], changed_lines=changed_lines(name))
-        results.append({column: result[column] for column in COLUMNS})
+        results.append({key: result[key] for key in (*COLUMNS, *DETAILS)})
         report(say(
             f"{prefix} {result['examples_per_s']:,.0f} examples/s, loss {result['loss']:.4f}, "
             f"start-up {result['startup_s']:.1f} s",
             f"{prefix} 每秒 {result['examples_per_s']:,.0f} 个样本，损失 {result['loss']:.4f}，"
             f"启动 {result['startup_s']:.1f} 秒"))
     return results
+
+
+def stored_results() -> dict:
+    """The comparison `benchmarks/compare_strategies.py` measured, shipped with pstutor.
+
+    A comparison worth reading takes minutes (several rounds of every strategy, each timed
+    for at least a second), too long for a lesson; the lesson reads this record of one. It
+    holds the machine, the date, the settings and every run (`runs`: one record of
+    `compare()` per strategy and round, with its `round`).
+    """
+    return measurement("compare_strategies")
+
+
+def group_runs(runs: Iterable[dict]) -> list[dict]:
+    """One record per strategy and `steps_per_execution` (first-seen order), the rounds' values as lists.
+
+    Fixed fields (strategy, training, replicas, global_batch, steps_per_execution,
+    changed_lines, processes) are kept once; measured ones (examples_per_s, steps_per_s, loss,
+    startup_s, warmup_s, seconds) become lists with one value per round.
+    """
+    fixed = ("strategy", "training", "replicas", "global_batch", "steps_per_execution", "changed_lines",
+             "processes")
+    measured = ("examples_per_s", "steps_per_s", "loss", "startup_s", "warmup_s", "seconds")
+    groups: dict[tuple, dict] = {}
+    for run in runs:
+        group = groups.setdefault((run["strategy"], run["steps_per_execution"]),
+                                  {**{key: run[key] for key in fixed}, **{key: [] for key in measured}})
+        for key in measured:
+            group[key].append(run[key])
+    return list(groups.values())
 
 
 def check_strategies(strategies: Iterable[str]) -> list[str]:
@@ -125,7 +172,7 @@ def format_table(results: Sequence[dict]) -> str:
     rows = [(r["strategy"], training.get(r["training"], r["training"]), str(r["replicas"]),
              str(r["global_batch"]),
              f"{r['examples_per_s']:,.0f}", f"{r['steps_per_s']:,.0f}", f"{r['loss']:.4f}",
-             f"{r['startup_s']:.1f}", str(r["changed_lines"])) for r in results]
+             f"{r['startup_s']:.1f}", f"{r['warmup_s']:.1f}", str(r["changed_lines"])) for r in results]
     table = [headers, *rows]
     rule = ["-" * max(text_width(line[i]) for line in table) for i in range(len(headers))]
     return "\n".join(align([headers, rule, *rows], [i >= 2 for i in range(len(headers))]))  # numbers right
@@ -161,24 +208,43 @@ def run_program(program: str | Path, *, args: Sequence[str] = (), cwd: str | Pat
 
 
 def _bench(name: str, args: list[str], timeout: float) -> dict:
-    """Run one strategy's benchmark (two worker processes for mwms); return its RESULT record."""
+    """Run one strategy's benchmark; return its RESULT record.
+
+    mwms: two worker processes. ps: two worker processes and one ps process (servers) and the
+    coordinator, the process that measures; the servers are stopped once it has finished.
+    """
     if name == "mwms":
-        runs = _run_group([args] * 2, None, timeout)
+        runs = _run_group([args] * compare_worker.WORKERS, None, timeout)
+        processes = len(runs)
     else:
         with ProcessGroup() as group:
-            group.spawn(args, {})
-            group.wait(timeout)
-            runs = group.runs()
+            if name == "ps":
+                cluster = cluster_dict(compare_worker.WORKERS, 1, chief=True)
+                for job in ("worker", "ps"):
+                    for index in range(len(cluster[job])):
+                        config = make_tf_config(cluster, job, index).to_json()
+                        group.spawn(["task_server"], {"TF_CONFIG": config})
+                env = {"TF_CONFIG": make_tf_config(cluster, "chief", 0).to_json()}
+            else:
+                env = {}
+            measuring = group.spawn(args, env)
+            group.wait(timeout, until=[measuring])
+            everyone = group.runs()
+            processes = len(everyone)
+            servers_failed = [run for run in everyone if run.task_id != measuring
+                              and run.returncode not in (None, 0)]
+            runs = [everyone[measuring]] if everyone[measuring].returncode == 0 else \
+                (servers_failed or [everyone[measuring]])[:1]  # a server that failed, or the coordinator
     for run in runs:
         if run.returncode != 0:
             code, tail = run.returncode, run.output[-2000:]
-            raise CompareError(say(f"{name} failed (worker {run.task_id}, exit code {code}):\n{tail}",
-                                   f"{name} 运行失败（工作进程 {run.task_id}，退出码 {code}）：\n{tail}"))
+            raise CompareError(say(f"{name} failed (process {run.task_id}, exit code {code}):\n{tail}",
+                                   f"{name} 运行失败（进程 {run.task_id}，退出码 {code}）：\n{tail}"))
     line = next((line for line in runs[0].output.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
         raise CompareError(say(f"{name} printed no result:\n{runs[0].output[-2000:]}",
                                f"{name} 没有输出结果：\n{runs[0].output[-2000:]}"))
-    return json.loads(line[len("RESULT "):])
+    return {**json.loads(line[len("RESULT "):]), "processes": processes}
 
 
 def _run_group(commands: list[list[str]], cwd: str | Path | None, timeout: float) -> list[WorkerRun]:
@@ -197,28 +263,33 @@ class ProcessGroup:
         self._children: list[Child] = []
         self._launched = time.time()
 
-    def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | Path | None = None) -> None:
-        """Start one child; benchmark children learn when the group started (for start-up time)."""
+    def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | Path | None = None) -> int:
+        """Start one child; its index. Benchmark children learn when the group started (start-up time)."""
         if not self._children:
             self._launched = time.time()
         args = list(args)
         if args and args[0] == "script":  # a program: the child entry point runs it as __main__
             role, args = "program", args[1:]
+        elif args == ["task_server"]:  # a worker or ps server of a cluster, until it is stopped
+            role, args = "task_server", []
         else:
             role, args = "compare", [*args, "--launched", repr(self._launched)]
         child = Child(role, args, env={"TF_CONFIG": None, **env}, cwd=cwd)
         self._children.append(child.start())
+        return len(self._children) - 1
 
-    def wait(self, timeout: float) -> None:
-        """Wait until all children end, or one fails (the rest are then stopped); raise on timeout."""
+    def wait(self, timeout: float, until: Sequence[int] | None = None) -> None:
+        """Wait until the children `until` (default: all) end, or one child fails (the rest are
+        then stopped); raise on timeout."""
         deadline = time.monotonic() + timeout
-        while any(c.running for c in self._children):
+        waited = [self._children[i] for i in until] if until is not None else self._children
+        while any(c.running for c in waited):
             if any(c.returncode not in (None, 0) for c in self._children):
                 stop(self._children)
                 return
             if time.monotonic() > deadline:
                 stop(self._children)
-                tail = self._children[0].output()[-2000:] if self._children else ""
+                tail = waited[0].output()[-2000:] if waited else ""
                 raise CompareError(say(f"no result within {timeout:.0f} s; last output:\n{tail}",
                                        f"{timeout:.0f} 秒内没有结果；最后的输出：\n{tail}"))
             time.sleep(0.05)

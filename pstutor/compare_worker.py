@@ -4,7 +4,8 @@ Two uses, both in a fresh process (logical devices can only be configured before
 TensorFlow runtime starts, and a fresh process makes every strategy start from scratch):
 
 - `bench STRATEGY --examples N ...`: train the comparison model under one strategy and
-  print one line `RESULT {json}` with the measurements;
+  print one line `RESULT {json}` with the measurements (for `ps` this process is the
+  coordinator of worker and ps processes that the launcher started);
 - `script PATH ARGS...`: run a Python program (e.g. a lesson's multi-worker program).
 
 `pstutor.child` has already tied the process to its parent and called `pstutor.setup()`.
@@ -19,13 +20,11 @@ import runpy
 import sys
 import time
 
-from pstutor.clusters import in_process_cluster
-
 NUM_FEATURES = 8
 NUM_EXAMPLES = 1024
-# Traced and trained before the clock starts. 512 = 64 x 8: whole executions of
-# steps_per_execution=8 at a global batch of 32 or 64, so every strategy warms up on the
-# same number of examples and all losses are measured after the same training.
+# Traced and trained before the clock starts (timed as the warm-up). 512 = 64 x 8: whole
+# executions of steps_per_execution=8 at a global batch of 32 or 64, so every strategy warms
+# up on the same number of examples and all losses are measured after the same training.
 WARMUP_EXAMPLES = 512
 
 
@@ -52,23 +51,32 @@ def make_mwms(tf):
 
 
 def make_ps(tf):
-    """Two workers and one ps as servers in this process; this process is the coordinator."""
-    resolver = in_process_cluster(2, 1)
+    """Two workers and one ps, each its own process (TF_CONFIG, set by the launcher, names them)."""
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
 MAKERS = {"none": make_none, "mirrored": make_mirrored, "mwms": make_mwms, "ps": make_ps}
 
-# Synchronous replicas and MWMS workers split one shuffled stream, so they must agree on its
-# order: one fixed seed. Parameter server workers each read their own copy of the whole
-# pipeline (lesson 5): a shared seed would make every worker read the same batches in the
-# same order, so they shuffle without one.
-SHUFFLE_SEEDS = {"none": 0, "mirrored": 0, "mwms": 0, "ps": None}
+# Every run reads one stream shuffled with a fixed seed, so that only the strategy differs
+# between runs. The replicas of MirroredStrategy share each batch of it; two workers (MWMS, or
+# the parameter server's) split it: MWMS by auto-sharding, parameter server workers, which
+# each run the whole pipeline themselves (lesson 5), by keeping every other batch. (A shared
+# seed without the split would give both ps workers the same batches in the same order.)
+SHUFFLE_SEED = 0
+WORKERS = 2  # the worker processes of mwms and of ps
+MAX_EPOCHS = 100_000  # the timed fit stops itself once it has measured `min_seconds`
 
 
 def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps_per_execution: int,
-          launched: float) -> dict:
-    """Train the small model on `examples` examples under one strategy; return the measurements."""
+          min_seconds: float, launched: float) -> dict:
+    """Train the small model under one strategy; return the measurements.
+
+    Start-up ends when the strategy and the model are ready; the warm-up (tracing) is timed on
+    its own. Then whole epochs of `examples` are trained and timed until at least `min_seconds`
+    were measured; the loss is taken after the first timed epoch, so that every strategy's loss
+    comes after the same examples however fast it runs.
+    """
     import pstutor
 
     pstutor.setup()
@@ -79,7 +87,7 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
     replicas = strategy.num_replicas_in_sync
     global_batch = batch_size * replicas  # best practice: per-replica batch x replicas
     x, y = pstutor.toy_classification(NUM_EXAMPLES, NUM_FEATURES, seed=0)
-    dataset = _dataset(tf, x, y, global_batch, shuffle_seed=SHUFFLE_SEEDS[name])
+    dataset = _dataset(tf, x, y, global_batch, by_worker=name == "ps")
     tf.keras.utils.set_random_seed(0)
     with strategy.scope():
         model = _model(tf)
@@ -88,47 +96,82 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
             loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
             steps_per_execution=steps_per_execution,
         )
+    plain = _model(tf)  # the loss is measured the same way for all: no strategy, all the data
 
     def steps(count: int) -> int:
         whole = max(1, round(count / global_batch / steps_per_execution))
         return whole * steps_per_execution
 
+    def loss_now() -> float:
+        plain.set_weights(model.get_weights())
+        logits = plain(x, training=False)[:, 0]
+        return float(tf.reduce_mean(tf.keras.losses.binary_crossentropy(y, logits, from_logits=True)))
+
+    def all_agree(done: bool) -> bool:
+        """Whether to stop: under MWMS every worker must stop after the same epoch."""
+        if name != "mwms":
+            return done
+        votes = strategy.run(lambda: tf.constant(float(done)))
+        return float(strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None)) > 0
+
     class Timer(tf.keras.callbacks.Callback):
-        """Times one epoch: fit waits for all of the epoch's steps before `on_epoch_end`."""
+        """Sums the epochs' times (fit waits for all of an epoch's steps before `on_epoch_end`)."""
+
+        seconds, epochs, loss = 0.0, 0, float("nan")
 
         def on_epoch_begin(self, epoch, logs=None):
             self.start = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
-            self.seconds = time.perf_counter() - self.start
+            self.seconds += time.perf_counter() - self.start
+            self.epochs += 1
+            if epoch == 0:
+                self.loss = loss_now()
+            self.model.stop_training = all_agree(self.seconds >= min_seconds)
 
-    timer = Timer()
-    warmup, timed = steps(WARMUP_EXAMPLES), steps(examples)
-    model.fit(dataset, epochs=1, steps_per_epoch=warmup, verbose=0)
     ready = time.time()
-    model.fit(dataset, epochs=1, steps_per_epoch=timed, verbose=0, callbacks=[timer])
-    plain = _model(tf)  # the loss is measured the same way for all: no strategy, all the data
-    plain.set_weights(model.get_weights())
-    logits = plain(x, training=False)[:, 0]
-    loss = float(tf.reduce_mean(tf.keras.losses.binary_crossentropy(y, logits, from_logits=True)))
+    model.fit(dataset, epochs=1, steps_per_epoch=steps(WARMUP_EXAMPLES), verbose=0)
+    warmed = time.time()
+    timer, timed = Timer(), steps(examples)
+    model.fit(dataset, epochs=MAX_EPOCHS, steps_per_epoch=timed, verbose=0, callbacks=[timer])
+    trained = timer.epochs * timed
     return {
         "strategy": name,
         "replicas": int(replicas),
         "global_batch": int(global_batch),
-        "examples": int(timed * global_batch),
-        "examples_per_s": timed * global_batch / timer.seconds,
-        "steps_per_s": timed / timer.seconds,
-        "loss": loss if np.isfinite(loss) else float("nan"),
+        "steps_per_execution": int(steps_per_execution),
+        "examples": int(trained * global_batch),
+        "seconds": timer.seconds,
+        "examples_per_s": trained * global_batch / timer.seconds,
+        "steps_per_s": trained / timer.seconds,
+        "loss": timer.loss if np.isfinite(timer.loss) else float("nan"),
         "startup_s": ready - launched,
+        "warmup_s": warmed - ready,
     }
 
 
-def _dataset(tf, x, y, global_batch: int, shuffle_seed: int | None):
-    """The repeated, shuffled training data; under MWMS each worker keeps its DATA shard."""
+def _dataset(tf, x, y, global_batch: int, by_worker: bool):
+    """The repeated stream, shuffled with one seed; for the parameter server, each worker's half.
+
+    Under MWMS each worker keeps its DATA shard of the stream (auto-sharding). Parameter
+    server workers build the dataset themselves (a `DatasetCreator`) and keep every other
+    batch, by the index of the worker that builds it.
+    """
+    if by_worker:
+        def dataset_fn(input_context):
+            worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+            return _stream(tf, x, y, global_batch).shard(WORKERS, worker)
+
+        return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=shuffle_seed).repeat()
-            .batch(global_batch).with_options(options))
+    return _stream(tf, x, y, global_batch).with_options(options)
+
+
+def _stream(tf, x, y, global_batch: int):
+    """The training data, shuffled with `SHUFFLE_SEED`, repeated and batched."""
+    return (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=SHUFFLE_SEED).repeat()
+            .batch(global_batch))
 
 
 def _model(tf):
@@ -150,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--batch-size", type=int, required=True)
     run.add_argument("--learning-rate", type=float, required=True)
     run.add_argument("--steps-per-execution", type=int, default=1)
+    run.add_argument("--min-seconds", type=float, default=0.0)
     run.add_argument("--launched", type=float, required=True)
     script = modes.add_parser("script")
     script.add_argument("path")
@@ -160,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         runpy.run_path(args.path, run_name="__main__")
         return 0
     result = bench(args.strategy, args.examples, args.batch_size, args.learning_rate,
-                   args.steps_per_execution, args.launched)
+                   args.steps_per_execution, args.min_seconds, args.launched)
     if args.strategy != "mwms" or json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
         print("RESULT " + json.dumps(result), flush=True)
     return 0

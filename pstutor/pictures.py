@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -22,14 +23,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 from matplotlib.path import Path as CurvePath
-from matplotlib.ticker import MaxNLocator
+from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from pstutor.fonts import use_language_font
 from pstutor.language import current_language, say
 
 WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscaled
 MIN_POINTS = 9.0
-ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
+ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#e6a0a4"}
 
 # The Chinese of the phrases that lessons and the demo pass as titles, labels and curve
 # names. "{}" stands for a number. A phrase missing here is shown as it is.
@@ -78,10 +80,37 @@ def words(text: str) -> str:
     return template.format(*numbers) if "{}" in template else template
 
 
+class CourseFigure(Figure):
+    """A figure whose text form lists the words it shows, one per line.
+
+    A notebook stores a figure as a picture and as text; with the words in the text, the
+    tests can read a stored figure as they read printed lines (a Chinese figure with an
+    English label fails, a figure that stops showing its marker changes). Digits are written
+    `#`, so measured numbers in labels do not make the text change from run to run.
+    """
+
+    def __repr__(self) -> str:
+        plain = super().__repr__().replace(type(self).__name__, "Figure", 1)  # <Figure size 800x400 ...>
+        return "\n".join([plain, *(f"  {text}" for text in figure_words(self))])
+
+
+def figure_words(fig: Figure) -> list[str]:
+    """The texts a figure shows that contain a letter (titles, labels, legends, word ticks), in order."""
+    fig.draw_without_rendering()  # tick labels and legends exist only once the figure is laid out
+    found: list[str] = []
+    for artist in fig.findobj(Text):
+        text = artist.get_text().strip()
+        if artist.get_visible() and re.search(r"[^\W\d_]", text):
+            text = re.sub(r"\d+", "#", " ".join(text.split()))
+            if text not in found:
+                found.append(text)
+    return found
+
+
 def _figure(width: float, height: float, **kwargs) -> Figure:
     """A new figure, with the CJK font ready when the course speaks Chinese."""
     use_language_font()
-    return Figure(figsize=(min(width, WIDTH), height), **kwargs)
+    return CourseFigure(figsize=(min(width, WIDTH), height), **kwargs)
 
 
 def cluster_jobs(cluster) -> dict[str, list[str]]:
@@ -94,7 +123,7 @@ def cluster_jobs(cluster) -> dict[str, list[str]]:
 
 
 _HALF_W, _HALF_H = 1.05, 0.3  # half the size of a task's box, in data units (10 = the width)
-_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b"}
+_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b", "checkpoints": "#a23b40"}
 
 
 def draw_cluster(cluster, title: str | None = None) -> Figure:
@@ -122,8 +151,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     ax.set_title(words(title) if title else say("Parameter server cluster", "参数服务器集群"))
     for xy in worker_xy:
         _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"])
-        for target in ps_xy:
-            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"])
+        for target in ps_xy:  # both ways: a worker reads the variables and sends updates back
+            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"], style="<|-|>")
     above = [xy for xy in ps_xy if xy[1] >= chief_xy[1]]
     below = [xy for xy in ps_xy if xy[1] < chief_xy[1]]
     for lane, targets, side in ((top, above, +1), (bottom, below, -1)):
@@ -137,15 +166,28 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     for i, address in enumerate(evaluators):
         _box(ax, (1.25 + 2.5 * i, evaluator_y), say(f"evaluator {i}", f"评估器 {i}"), address,
              ROLE_COLOURS["evaluator"])
+        _link(ax, (chief_xy[0] + 0.3 * i, chief_xy[1] - _HALF_H), (1.25 + 2.5 * i, evaluator_y + _HALF_H),
+              _LINKS["checkpoints"], linestyle=":")
+    if evaluators:  # the evaluator stays outside what TF_CONFIG's cluster lists
+        ax.add_patch(FancyBboxPatch((0.08, bottom - 0.12), 9.84, top + 0.28 - bottom,
+                                    boxstyle="round,pad=0.02", facecolor="none", edgecolor="#777777",
+                                    linestyle="--", zorder=0))
+        ax.text(9.85, bottom - 0.08, say("training cluster (TF_CONFIG's cluster)",
+                                         "训练集群（TF_CONFIG 中的 cluster）"),
+                ha="right", va="bottom", fontsize=MIN_POINTS, color="#555555")
     handles = [
         Line2D([], [], color=_LINKS["schedule"], label=say(
             "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
         Line2D([], [], color=_LINKS["variables"], label=say(
-            "worker → ps: reads and updates variables", "工作进程 → 参数服务器：读取并更新变量")),
+            "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
             "coordinator → ps: creates variables (around the workers)",
             "协调器 → 参数服务器：创建变量（绕过工作进程）")),
     ]
+    if evaluators:
+        handles.append(Line2D([], [], color=_LINKS["checkpoints"], linestyle=":", label=say(
+            "evaluator: reads the checkpoints the coordinator writes (no connection to the cluster)",
+            "评估器：读取协调器写出的检查点（不与集群建立连接）")))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=MIN_POINTS,
               frameon=False)
     fig.tight_layout()
@@ -179,9 +221,9 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _link(ax, start, end, colour: str) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
-                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1))
+def _link(ax, start, end, colour: str, style: str = "-|>", linestyle: str = "-") -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, color=colour,
+                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1, linestyle=linestyle))
 
 
 def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
@@ -197,14 +239,31 @@ def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
 
 def plot_curves(
     curves: Mapping[str, Sequence[float]], xlabel: str = "epoch", ylabel: str = "loss",
-    title: str = "", first: int = 1,
+    title: str = "", first: int = 1, *, marks: Mapping[str, float] | None = None,
+    levels: Mapping[str, float] | None = None,
 ) -> Figure:
-    """One line per named curve, for example training and evaluation loss; x counts from `first`."""
+    """One line per named curve, for example training and evaluation loss; x counts from `first`.
+
+    `marks` names moments on x (an interruption between two epochs: 3.5), drawn as dashed
+    vertical lines; `levels` names values on y (a fresh model's loss), drawn as dotted
+    horizontal lines. Both are listed in the legend with their names.
+    """
     fig = _figure(6.5, 3.6)
     ax = fig.add_subplot()
     for name, values in curves.items():
         ax.plot(range(first, first + len(values)), list(values), marker="o", label=words(name))
-    return _finish(fig, ax, xlabel, ylabel, title)
+    for (name, x), colour in zip((marks or {}).items(), _MARK_COLOURS, strict=False):
+        ax.axvline(x, color=colour, linestyle="--", linewidth=1.5, label=words(name))
+    for name, y in (levels or {}).items():
+        ax.axhline(y, color="#555555", linestyle=":", linewidth=1.5, label=words(name))
+    _finish(fig, ax, xlabel, ylabel, title)
+    if marks or levels:  # more entries: below the axes, where they cover no line
+        ax.get_legend().remove()
+        fig.set_figheight(fig.get_figheight() + 0.5)
+        fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=MIN_POINTS,
+                   frameon=False)
+        fig.tight_layout(rect=(0, 0.55 / fig.get_figheight(), 1, 1))
+    return fig
 
 
 def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -243,6 +302,9 @@ def draw_shards(variables, title: str | None = None) -> Figure:
 
     A small variable next to a big one stays visible, and every bar says what it holds:
     "shard 0 · 128 B" for a split variable, "whole · 256 B" for one left in one piece.
+    A panel's axis spans the variable's whole size, so figures of the same variables under
+    different partitioners compare bar for bar (a half is drawn half as long); the line
+    below the panels gives each ps's total over all variables.
     """
     rows = shard_rows(variables)
     tasks = sorted({_ps_task(r["device"]) for r in rows})
@@ -252,30 +314,35 @@ def draw_shards(variables, title: str | None = None) -> Figure:
     for ax, colour, name in zip(axes, _palette(len(names)), names, strict=True):
         mine = [r for r in rows if r["variable"] == name]
         per_task = {t: [r for r in mine if _ps_task(r["device"]) == t] for t in tasks}
-        unit, scale = _unit(max(sum(r["bytes"] for r in shards) for shards in per_task.values()))
-        widest = max(sum(r["bytes"] for r in shards) for shards in per_task.values()) / scale
+        total = sum(r["bytes"] for r in mine)
+        unit, scale = _unit(total)
+        widest = total / scale
         for task, shards in per_task.items():
+            row = say(f"ps {task}", f"参数服务器 {task}")  # lesson 01's figure names them so too
             left = 0.0
             for shard in shards:
                 size = shard["bytes"] / scale
-                ax.barh(f"ps {task}", size, left=left, color=colour, edgecolor="white", linewidth=2)
+                ax.barh(row, size, left=left, color=colour, edgecolor="white", linewidth=2)
                 part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
                         else say("whole", "完整"))
-                ax.text(left + size / 2, f"ps {task}", f"{part} · {_bytes(shard['bytes'])}",
+                ax.text(left + size / 2, row, f"{part} · {_bytes(shard['bytes'])}",
                         ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
                 left += size
             if not shards:
-                ax.text(0.02 * widest, f"ps {task}", say("nothing", "无"), va="center",
+                ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
                         fontsize=MIN_POINTS, color="#777777")
-        total = sum(r["bytes"] for r in mine)
-        ax.set_title(f"{name} ({_bytes(total)})", fontsize=10)
+        ax.set_title(say(f"{name} ({_bytes(total)})", f"变量 {name}（{_bytes(total)}）"), fontsize=10)
         ax.set_xlim(0, widest * 1.02)
         ax.set_xlabel(unit)
         ax.xaxis.set_major_locator(MaxNLocator(4))
         ax.grid(axis="x", alpha=0.3)
     axes[0].invert_yaxis()
+    totals = {t: sum(r["bytes"] for r in rows if _ps_task(r["device"]) == t) for t in tasks}
+    fig.text(0.5, 0.01, say("bytes per ps: ", "各参数服务器的字节数：") + say(", ", "，").join(
+        say(f"ps {t} {_bytes(b)}", f"参数服务器 {t} {_bytes(b)}") for t, b in totals.items()),
+        ha="center", va="bottom", fontsize=MIN_POINTS)
     fig.suptitle(words(title) if title else say("Where the shards live", "分片放在哪里"))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 
@@ -299,16 +366,19 @@ def draw_timeline(
     steps, title: str | None = None, marks: Mapping[str, float] | None = None, *,
     epoch_starts: Iterable[int] = (), retried: Iterable[int] = (),
     down: Mapping[int, tuple[float, float]] | None = None, zoom: tuple[float, float] | None = None,
+    before: str = "",
 ) -> Figure:
     """Gantt chart: one row per worker, one bar per step from its start to its end.
 
     The number on a bar is the step's number (`Step.step`); numbers that would overlap are
     left out. `marks` names moments (seconds on the steps' clock), drawn as dashed lines
     and listed in the legend. `epoch_starts` are the numbers of the first step of each
-    epoch: the pause before each (the coordinator's `join()`) is shaded and the epochs are
-    named above the bars. `retried` steps are hatched, outlined and labelled; `down` shades
-    a worker's row from when it died to when it came back. `zoom` (start, end) adds a second
-    panel below that shows that stretch of time magnified.
+    epoch: the pause between two epochs (the coordinator's `join()`) is shaded and the epochs
+    are named above the bars; `before` names the steps that ran before the first epoch (an
+    earlier section's step, say), so that they are not taken for an epoch. `retried` steps
+    are hatched, outlined and labelled; `down` shades a worker's row from when it died to
+    when it came back. `zoom` (start, end) adds a second panel below that shows that
+    stretch of time magnified.
     """
     steps = sorted(steps)
     workers = sorted({s.worker for s in steps} | set(down or {}))
@@ -320,7 +390,7 @@ def draw_timeline(
     retried = set(retried)
     for ax in axes:
         _gantt(ax, steps, rows, retried, down or {}, marks or {})
-    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)))
+    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)), before)
     handles += _timeline_legend(down or {}, marks or {}, retried)
     if zoom:
         axes[1].set_xlim(*zoom)
@@ -334,8 +404,9 @@ def draw_timeline(
         fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
     fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
     _stagger(axes[0].texts)  # epoch names that would overlap go up a line
-    for ax in axes:
-        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
+    for ax in axes:  # a retried step's number goes below its bar (_label_retried), not over it
+        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]
+                          and s.step not in retried], rows)
     _label_retried(axes[-1], [s for s in steps if s.step in retried], list(rows))  # magnified if zoomed
     return fig
 
@@ -352,12 +423,27 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
                 edgecolor="#bc4b51", linewidth=0)
     for step in steps:
         again = step.step in retried
+        # The edge is a darker shade of the bar's own colour: a bar a pixel wide keeps its colour.
         ax.barh(row[step.worker], step.end - step.start, left=step.start, height=0.5,
-                color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
+                color=colours[step.worker], edgecolor=_RETRIED if again else _darker(colours[step.worker]),
                 linewidth=2.0 if again else 0.4, hatch="///" if again else None)
     for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
+    for step in steps:  # a retried step may last a millisecond: a marker above it is always seen
+        if step.step in retried:
+            ax.plot((step.start + step.end) / 2, row[step.worker] - 0.25, marker="v", markersize=11,
+                    color=_RETRIED, markeredgecolor="white", linestyle="none", zorder=5)
     ax.grid(axis="x", alpha=0.3)
+
+
+_RETRIED = "#bc4b51"
+
+
+def _darker(colour: str, factor: float = 0.7) -> tuple[float, float, float]:
+    """`colour` with its red, green and blue scaled by `factor`."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(channel * factor for channel in to_rgb(colour))
 
 
 _MARK_COLOURS = ("#bc4b51", "#4c72b0", "#8172b2")
@@ -370,47 +456,57 @@ def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str
                            label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
                      for worker in down]
     handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
-                       label=f"{words(label)} ({moment:.2f} s)")
+                       label=say(f"{words(label)} ({moment:.2f} s)", f"{words(label)}（{moment:.2f} 秒）"))
                 for (label, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False)]
-    if retried:
-        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", linewidth=2, label=say(
+    if retried:  # drawn as it is on the chart: a red marker above a bar outlined in red
+        handles.append(Line2D([], [], marker="v", markersize=11, color=_RETRIED, markeredgecolor="white",
+                              linestyle="none", label=say(
             "retried: the step that failed on the killed worker, run again on another",
             "重试：在被杀掉的工作进程上失败、改由另一个工作进程重新执行的那一步")))
     return handles
 
 
 def _label_retried(ax, steps, workers: list[int]) -> None:
-    """Point at each retried step that is in view with a short label above its row."""
+    """Label each retried step that is in view above its marker, with its number below its bar."""
     low, high = ax.get_xlim()
     for step in steps:
         if low <= step.start <= high:
-            top = workers.index(step.worker) - 0.25  # the bar's upper edge (rows run downwards)
-            ax.annotate(say("retried", "重试"), (step.start, top), xytext=(-4, 3),
+            middle, row = (step.start + step.end) / 2, workers.index(step.worker)
+            ax.annotate(say("retried", "重试"), (middle, row - 0.25), xytext=(-8, 6),
                         textcoords="offset points", ha="right", va="bottom", fontsize=MIN_POINTS,
-                        color="#bc4b51", weight=_bold(),
-                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
+                        color=_RETRIED, weight=_bold(),
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": _RETRIED})
+            ax.annotate(str(step.step), (middle, row + 0.25), xytext=(0, -2), textcoords="offset points",
+                        ha="center", va="top", fontsize=MIN_POINTS, color=_RETRIED, weight=_bold())
 
 
-def _epoch_pauses(ax, steps, starts: list[int]) -> list:
-    """Shade the pause before each epoch's first step and name the epochs above the bars."""
+def _epoch_pauses(ax, steps, starts: list[int], before: str = "") -> list:
+    """Shade the pause between two epochs and name the epochs (and `before`) above the bars."""
     if not starts or not steps:
         return []
+    earliest = [s for s in steps if s.step < starts[0]]
+    if earliest and before:
+        _name_above(ax, earliest, words(before))
     bounds = [*starts, max(s.step for s in steps) + 1]
     for number, (first, stop) in enumerate(pairwise(bounds), start=1):
         mine = [s for s in steps if first <= s.step < stop]
-        earlier = [s for s in steps if s.step < first]
+        earlier = [s for s in steps if starts[0] <= s.step < first]  # the epochs before this one
         if not mine:
             continue
         if earlier:
             ax.axvspan(max(s.end for s in earlier), min(s.start for s in mine), color="#999999",
                        alpha=0.25, linewidth=0)
-        middle = (min(s.start for s in mine) + max(s.end for s in mine)) / 2
-        ax.annotate(say(f"epoch {number}", f"第 {number} 个周期"), (middle, 1.0),
-                    xycoords=("data", "axes fraction"), xytext=(0, 3), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=MIN_POINTS)
+        _name_above(ax, mine, say(f"epoch {number}", f"第 {number} 个周期"))
     return [Patch(facecolor="#999999", alpha=0.25, label=say(
         "pause between epochs: join() waits for the epoch's last step",
         "周期之间的停顿：join() 等待本周期的最后一步"))]
+
+
+def _name_above(ax, steps, name: str) -> None:
+    """Write `name` above the bars, centred on the stretch of time the steps cover."""
+    middle = (min(s.start for s in steps) + max(s.end for s in steps)) / 2
+    ax.annotate(name, (middle, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                textcoords="offset points", ha="center", va="bottom", fontsize=MIN_POINTS)
 
 
 def _stagger(labels) -> None:
@@ -580,56 +676,79 @@ def cpu_cores() -> int:
 
 def draw_comparison(
     results: Sequence[Mapping], title: str | None = None, cores: int | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Figure:
-    """Three panels side by side: examples per second, start-up seconds, final loss per strategy.
+    """Three panels side by side: examples per second, start-up seconds, loss, one row per strategy.
 
-    `results` are the records of `pstutor.compare.compare` (strategy, training, examples_per_s,
-    startup_s, loss); bars are coloured by synchronous, asynchronous or no distribution. The
-    loss panel shows dots on an axis zoomed to the losses, so that small differences show.
-    The default title names the CPU cores of this machine (`cores`), which ran the comparison.
+    `results` are records of `pstutor.compare.compare` (strategy, training, examples_per_s,
+    startup_s, loss), or of `compare.group_runs`, whose measured values are lists with one
+    value per round: each round is a small ring, the median a dot labelled with its value, and
+    a line spans the lowest to the highest round, so that overlapping spreads can be seen.
+    Examples per second are on a logarithmic axis, where a strategy 30 times slower than
+    another is still readable; the loss axis is zoomed to the losses. Rows are coloured by
+    synchronous, asynchronous or no distribution, and named by `labels` (strategy -> row
+    label, in the lesson's language; default: the strategy). The default title names the CPU
+    cores (`cores`, default this machine's) of the machine that measured.
     """
     colours = {"sync": "#5b8e7d", "async": "#f4a259", "-": "#999999"}
-    labels = [r["strategy"] for r in results]
+    names = [(labels or {}).get(r["strategy"], r["strategy"]) for r in results]
     fills = [colours.get(r.get("training", "-"), "#999999") for r in results]
     fig = _figure(WIDTH, 2.3 + 0.5 * len(results))
-    axes = fig.subplots(1, 3, sharey=True)
-    panels = (("examples_per_s", say("examples per second", "每秒样本数"), "{:,.0f}"),
-              ("startup_s", say("start-up (s)", "启动时间（秒）"), "{:.1f}"))
-    for ax, (key, name, text) in zip(axes, panels, strict=False):
-        values = [float(r[key]) for r in results]
-        ax.barh(labels, values, color=fills, edgecolor="black", linewidth=0.5)
-        for y, value in enumerate(values):
-            ax.text(value, y, " " + text.format(value), va="center", fontsize=MIN_POINTS)
-        ax.set_xlim(0, max(values, default=1.0) * 1.6 or 1.0)
-        ax.xaxis.set_major_locator(MaxNLocator(3))
-        ax.xaxis.set_major_formatter(lambda value, _: f"{value:,.{0 if value >= 10 else 1}f}")
+    axes = fig.subplots(1, 3, sharey=True, gridspec_kw={"width_ratios": (1.25, 1, 1)})
+    panels = (
+        ("examples_per_s", say("examples per second\n(log scale)", "每秒样本数\n（对数坐标）"), "{:,.0f}"),
+        ("startup_s", say("start-up (s)", "启动时间（秒）"), "{:.1f}"),
+        ("loss", say("loss after the same examples\n(axis zoomed)", "相同样本数之后的损失\n（坐标轴已放大）"),
+         "{:.4f}"),
+    )
+    for ax, (key, name, text) in zip(axes, panels, strict=True):
+        rounds = [_values(r[key]) for r in results]
+        for y, (values, fill) in enumerate(zip(rounds, fills, strict=True)):
+            ax.hlines(y, min(values), max(values), color="#555555", linewidth=1.2, zorder=2)
+            ax.scatter(values, [y] * len(values), s=22, facecolors="white", edgecolors=fill, linewidths=1.2,
+                       zorder=3)
+            middle = statistics.median(values)
+            ax.scatter([middle], [y], s=70, c=[fill], edgecolors="black", linewidths=0.6, zorder=4)
+            ax.annotate(text.format(middle), (max(values), y), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=MIN_POINTS)
+        low = min(min(v) for v in rounds)
+        high = max(max(v) for v in rounds)
+        if key == "examples_per_s":
+            ax.set_xscale("log")
+            ax.set_xlim(low / 1.8, high * 6)
+            ax.xaxis.set_major_locator(LogLocator(base=10))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        elif key == "startup_s":
+            ax.set_xlim(0, high * 1.45 or 1.0)
+            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+        else:
+            spread = max(high - low, 0.01 * max(abs(high), 1e-3))
+            ax.set_xlim(low - spread, high + 1.8 * spread)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.set_title(name, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-    _loss_dots(axes[2], [float(r["loss"]) for r in results], fills)
-    axes[0].invert_yaxis()
+    axes[0].set_yticks(range(len(results)), names)
+    axes[0].set_ylim(len(results) - 0.5, -0.5)  # first record on top
     handles = [Patch(facecolor=colours[key], edgecolor="black", label=name) for key, name in (
         ("sync", say("synchronous", "同步")), ("async", say("asynchronous", "异步")),
-        ("-", say("no distribution", "不分布")))]
+        ("-", say("no distribution", "不使用分布式")))]
+    if any(len(_values(r["examples_per_s"])) > 1 for r in results):
+        ring = {"marker": "o", "markerfacecolor": "white", "markeredgecolor": "#555555"}
+        dot = {"marker": "o", "color": "#555555", "markerfacecolor": "#cccccc", "markeredgecolor": "black"}
+        marks = [Line2D([], [], linestyle="", label=say("one round", "一轮"), **ring),
+                 Line2D([], [], label=say("median; line: lowest to highest round",
+                                          "中位数；线段：从最低到最高的一轮"), **dot)]
+        handles = [handles[0], marks[0], handles[1], marks[1], handles[2]]  # colours in row 1, marks in row 2
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=MIN_POINTS, frameon=False)
     count, cores = len(results), cores or cpu_cores()
     fig.suptitle(title if title else say(
         f"The same model under {count} strategies ({cores} CPU cores)",
         f"同一个模型、{count} 种策略（{cores} 个 CPU 核心）"))
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.05 * (1 + len(handles) // 4) + 0.03, 1, 1))
     return fig
 
 
-def _loss_dots(ax, losses: list[float], colours: list[str]) -> None:
-    """Final losses as dots on an axis zoomed to their range, each labelled with its value."""
-    low, high = min(losses, default=0.0), max(losses, default=1.0)
-    spread = max(high - low, 0.01 * max(abs(high), 1e-3))
-    ax.hlines(range(len(losses)), low - spread, losses, color="#cccccc", linewidth=1)
-    ax.scatter(losses, range(len(losses)), s=60, c=colours, edgecolors="black", linewidths=0.5, zorder=3)
-    for y, value in enumerate(losses):
-        ax.annotate(f"{value:.4f}", (value, y), xytext=(6, 0), textcoords="offset points",
-                    va="center", fontsize=MIN_POINTS)
-    ax.set_xlim(low - spread, high + 1.8 * spread)
-    ax.xaxis.set_major_locator(MaxNLocator(3))
-    ax.set_title(say("loss after the same examples\n(axis zoomed)", "相同样本数之后的损失\n（坐标轴已放大）"),
-                 fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
+def _values(value) -> list[float]:
+    """A measurement as a list of rounds: one number is one round."""
+    return [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)]

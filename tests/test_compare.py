@@ -16,14 +16,19 @@ from pstutor import compare
 
 def test_every_strategy_trains_and_is_measured():
     lines = []
-    results = compare.compare(compare.STRATEGIES, examples=1024, progress=lines.append)
+    results = compare.compare(compare.STRATEGIES, examples=1024, min_seconds=0.3, progress=lines.append)
     assert [r["strategy"] for r in results] == list(compare.STRATEGIES)
     for record in results:
-        assert set(record) == set(compare.COLUMNS)
+        assert set(record) == {*compare.COLUMNS, *compare.DETAILS}
         assert record["examples_per_s"] > 0 and record["steps_per_s"] > 0, record
         assert math.isfinite(record["loss"]) and 0 < record["loss"] < 1.0, record
-        assert record["startup_s"] > 0
+        assert record["startup_s"] > 0 and record["warmup_s"] > 0
         assert record["global_batch"] == 32 * record["replicas"]
+        # timed for at least min_seconds, in whole epochs of `examples` (MWMS workers stop together)
+        assert record["seconds"] >= 0.3 and record["examples"] % 1024 == 0, record
+        assert record["examples_per_s"] == pytest.approx(record["examples"] / record["seconds"])
+    # alike set-ups: every worker its own process; the parameter server's ps and coordinator too
+    assert {r["strategy"]: r["processes"] for r in results} == {"none": 1, "mirrored": 1, "ps": 4, "mwms": 2}
     replicas = {r["strategy"]: r["replicas"] for r in results}
     assert replicas["none"] == 1 and replicas["mwms"] % 2 == 0  # two workers, each its devices
     assert replicas["mirrored"] >= 1 and replicas["ps"] >= 1  # 2 logical CPUs here, or the GPUs
@@ -37,6 +42,7 @@ def test_every_strategy_trains_and_is_measured():
 def test_table_and_code_diff():
     rows = [{"strategy": "none", "training": "-", "replicas": 1, "global_batch": 32,
              "examples_per_s": 40000.0, "steps_per_s": 1250.0, "loss": 0.25, "startup_s": 3.0,
+             "warmup_s": 1.0,
              "changed_lines": 0}]
     table = compare.format_table(rows).splitlines()
     assert table[0].split()[:3] == ["strategy", "training", "replicas"]
@@ -142,8 +148,8 @@ def test_cli_refuses_bad_input(args, message):
     assert message in result.stderr
 
 
-def test_only_parameter_server_workers_shuffle_without_a_shared_seed():
-    """PS workers each run the whole pipeline: a shared seed would give them identical batches."""
+def test_every_run_reads_one_seeded_stream_and_parameter_server_workers_split_it():
+    """Only the strategy differs between runs: one seeded order; the two ps workers read disjoint halves."""
     code = """
 import numpy as np
 import pstutor
@@ -152,14 +158,38 @@ import tensorflow as tf
 from pstutor import compare_worker
 
 x, y = pstutor.toy_classification(64, compare_worker.NUM_FEATURES, seed=0)
-
-def first_batch(name):
-    dataset = compare_worker._dataset(tf, x, y, 16, shuffle_seed=compare_worker.SHUFFLE_SEEDS[name])
-    return next(iter(dataset))[0].numpy()
-
-print(np.array_equal(first_batch("mwms"), first_batch("mwms")),  # workers agree on one stream
-      np.array_equal(first_batch("ps"), first_batch("ps")))      # each ps worker its own order
+stream = [b[0].numpy() for b in compare_worker._stream(tf, x, y, 16).take(4)]
+again = [b[0].numpy() for b in compare_worker._stream(tf, x, y, 16).take(4)]
+halves = [[b[0].numpy() for b in compare_worker._stream(tf, x, y, 16).shard(2, w).take(2)] for w in (0, 1)]
+ps = compare_worker._dataset(tf, x, y, 16, by_worker=True)
+print(all(np.array_equal(a, b) for a, b in zip(stream, again)),                         # seeded: one order
+      all(np.array_equal(h, stream[2 * i + w]) for w in (0, 1) for i, h in enumerate(halves[w])),  # split
+      not np.array_equal(halves[0][0], halves[1][0]),                                  # not the same batches
+      type(ps).__name__)
 """
     result = run_python(code)  # a fresh process: setup() must come before TensorFlow's import
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["True", "False"]
+    assert result.stdout.split() == ["True", "True", "True", "DatasetCreator"]
+
+
+def test_group_runs_keeps_one_record_per_setup_with_the_rounds_as_lists():
+    runs = [{"round": n, "strategy": s, "training": "-", "replicas": 1, "global_batch": 32,
+             "steps_per_execution": spe, "changed_lines": 0, "processes": 1, "examples_per_s": 10.0 * n + spe,
+             "steps_per_s": 1.0, "loss": 0.5, "startup_s": 2.0, "warmup_s": 1.0, "seconds": 1.5}
+            for n in (1, 2, 3) for s, spe in (("none", 8), ("ps", 8), ("ps", 1))]
+    grouped = compare.group_runs(runs)
+    assert [(g["strategy"], g["steps_per_execution"]) for g in grouped] == [("none", 8), ("ps", 8), ("ps", 1)]
+    assert grouped[2]["examples_per_s"] == [11.0, 21.0, 31.0] and grouped[0]["replicas"] == 1
+
+
+def test_the_stored_comparison_has_what_lesson_9_relies_on():
+    """The benchmark's committed record: machine, date, >= 3 rounds, every run timed >= 1 s."""
+    stored = compare.stored_results()
+    assert {"date", "machine", "load_average", "settings", "runs"} <= set(stored)
+    assert stored["machine"]["cores"] >= 1 and stored["machine"]["tensorflow"]
+    assert stored["settings"]["rounds"] >= 3 and stored["settings"]["min_seconds"] >= 1
+    grouped = compare.group_runs(stored["runs"])
+    assert {g["strategy"] for g in grouped} == set(compare.STRATEGIES)
+    for group in grouped:
+        assert len(group["examples_per_s"]) == stored["settings"]["rounds"], group["strategy"]
+        assert min(group["seconds"]) >= stored["settings"]["min_seconds"], group["strategy"]
