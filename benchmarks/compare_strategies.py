@@ -8,7 +8,7 @@ rate over 15 ms of work flips from run to run). This script runs every set-up of
 `steps_per_execution=8`, and the parameter server again with 1 step per closure - in rounds
 (round-robin, so that a change of the machine's load hits every set-up alike), each in fresh
 processes through `pstutor.compare.compare`, and writes every run with the machine, the date
-and the load into `pstutor/results/compare_strategies.json`, which lesson 9 reads
+and the load into `pstutor/measurements/compare_strategies.json`, which lesson 9 reads
 (`pstutor.compare.stored_results()`). Nothing is written unless every run measured at least
 `--min-seconds`. Takes several minutes.
 """

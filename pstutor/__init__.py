@@ -17,6 +17,7 @@ from pstutor.environment import (
     setup,
 )
 from pstutor.language import current_language, say, set_language
+from pstutor.measured import measurement
 from pstutor.pictures import (
     draw_cluster,
     draw_comparison,
@@ -65,6 +66,7 @@ __all__ = [
     "in_colab",
     "in_process_cluster",
     "make_tf_config",
+    "measurement",
     "parse_tf_config",
     "plot_curves",
     "plot_train_eval",

@@ -50,10 +50,10 @@ from pathlib import Path
 
 import nbformat
 
-from pstutor import literals
+from pstutor import literals, metadata
 from pstutor.claims import Claim, failures
 from pstutor.course import find_course, publication
-from pstutor.language import LANGUAGES
+from pstutor.language import LANGUAGES, say
 
 VARIANTS = {"lesson": "notebooks", "solution": "solutions", "exercise": "exercises"}  # -> folder
 _MARKER = re.compile(r"^<!-- cell: (en|zh|code|setup|wrong|right|claim|strings)((?: [a-z]+=[^ ]+)*) -->$")
@@ -73,9 +73,6 @@ if "google.colab" in sys.modules:  # Colab: install the course's helper package 
 import pstutor
 
 pstutor.setup(lang="{lang}")  # before TensorFlow is imported: tf.keras becomes Keras 2'''
-_WRITE_HERE = {"en": "# ✏️ Task {task}: write your code here",
-               "zh": "# ✏️ 任务 {task}：在这里写你的代码"}
-_SOLUTION_TITLE = {"en": " (solution)", "zh": "（参考答案）"}
 _CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"  # ideographs, CJK and full-width punctuation
 _FULL_WIDTH_PUNCTUATION = "".join(chr(c) for c in [*range(0x3000, 0x3040), *range(0xFF01, 0xFF10),
                                                       *range(0xFF1A, 0xFF21), *range(0xFF3B, 0xFF41),
@@ -294,7 +291,8 @@ def fill_answers(code: str, lang: str, variant: str, answers: dict[str, str] | N
             if answers and task in answers:
                 out += [indent + text if text else text for text in answers[task].splitlines()]
             elif variant == "exercise":
-                out.append(indent + _WRITE_HERE[lang].format(task=task))
+                out.append(indent + say(f"# ✏️ Task {task}: write your code here",
+                                        f"# ✏️ 任务 {task}：在这里写你的代码", lang))
         elif region and line.strip() == _STUB:
             part = "stub"
         elif region and line.strip() == _END:
@@ -331,7 +329,7 @@ def render(source: Path, lang: str, variant: str | None = None,
     if variant not in variants(source):
         raise ValueError(f"{source.name} has no {variant!r} notebook")
     pub = publication(course_of(source))
-    badge = {"en": "Open in Colab", "zh": "在 Colab 中打开"}[lang]
+    badge = say("Open in Colab", "在 Colab 中打开", lang)
     source_cells = read_lesson(source)
     table = strings_table(source_cells) if lang == "zh" else {}
     cells = []
@@ -343,13 +341,14 @@ def render(source: Path, lang: str, variant: str | None = None,
             cells.append(nbformat.v4.new_code_cell(code))
             tasks = [f"{source.stem[:2]}.{r.task}" for r in answer_regions(cell.source)]
             if tasks:  # how the grader finds the student's answer again
-                cells[-1].metadata["pstutor"] = {"tasks": tasks}
+                cells[-1].metadata[metadata.KEY] = metadata.cell_metadata(tasks)
         elif cell.kind == "setup":  # its output shows versions and devices: not compared
             cells.append(nbformat.v4.new_code_cell(_SETUP.format(lang=lang, **pub)))
             cells[-1].metadata["tags"] = ["nbval-ignore-output"]
         elif not cells and variant == "solution":
             title, _, rest = cell.source.partition("\n")
-            cells.append(nbformat.v4.new_markdown_cell(title + _SOLUTION_TITLE[lang] + _ + rest))
+            title += say(" (solution)", "（参考答案）", lang)
+            cells.append(nbformat.v4.new_markdown_cell(title + _ + rest))
         else:
             cells.append(nbformat.v4.new_markdown_cell(bold_outside_cjk_punctuation(join_cjk_lines(cell.source))))
         if cell.tags:
@@ -364,7 +363,7 @@ def render(source: Path, lang: str, variant: str | None = None,
         "colab": {"name": f"{source.stem}.ipynb", "toc_visible": True},
         "kernelspec": _KERNELSPEC,
         "language_info": {"name": "python"},
-        "pstutor": {"source": source.stem, "lang": lang, "variant": variant},  # read by the grader
+        metadata.KEY: metadata.notebook_metadata(source.stem, lang, variant),  # read by the grader
     }
     return notebook
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pstutor import compare_worker
 from pstutor.language import say
+from pstutor.measured import FOLDER, measurement
 from pstutor.processes import Child, stop
 from pstutor.tables import VALUE_WORDS, align, text_width, word
 from pstutor.tf_config import cluster_dict, make_tf_config
@@ -41,7 +42,7 @@ NAMES = {
     "mwms": "MultiWorkerMirroredStrategy",
 }
 TRAINING = {"none": "-", "mirrored": "sync", "ps": "async", "mwms": "sync"}
-RESULTS = Path(__file__).parent / "results" / "compare_strategies.json"  # written by the benchmark
+RESULTS = FOLDER / "compare_strategies.json"  # written by benchmarks/compare_strategies.py
 COLUMNS = ("strategy", "training", "replicas", "global_batch", "examples_per_s", "steps_per_s",
            "loss", "startup_s", "warmup_s", "changed_lines")
 # what a record holds besides the table's columns
@@ -115,7 +116,7 @@ def stored_results() -> dict:
     holds the machine, the date, the settings and every run (`runs`: one record of
     `compare()` per strategy and round, with its `round`).
     """
-    return json.loads(RESULTS.read_text(encoding="utf-8"))
+    return measurement("compare_strategies")
 
 
 def group_runs(runs: Iterable[dict]) -> list[dict]:

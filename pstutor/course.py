@@ -8,9 +8,15 @@ it from the working directory, never from where the package happens to be instal
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from pstutor.language import say
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 has no tomllib: tomli is the same parser as a package (a dependency there only)
+    import tomli as tomllib
 
 
 class CourseNotFoundError(LookupError):
@@ -19,14 +25,11 @@ class CourseNotFoundError(LookupError):
 
 def is_course(folder: Path) -> bool:
     """Whether `folder` is the top of a clone: a pyproject.toml with `[tool.pstutor]`, and lessons/."""
-    import tomllib  # Python 3.11+: only the course tools need it, never a notebook
-
-    pyproject = folder / "pyproject.toml"
-    if not (pyproject.is_file() and (folder / "lessons").is_dir()):
+    if not ((folder / "pyproject.toml").is_file() and (folder / "lessons").is_dir()):
         return False
     try:
-        return "pstutor" in tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return "pstutor" in read_pyproject(folder).get("tool", {})
+    except (OSError, ValueError):  # unreadable, not UTF-8, or not TOML (TOMLDecodeError is a ValueError)
         return False
 
 
@@ -46,9 +49,11 @@ def find_course(start: Path | str | None = None) -> Path:
         "请在克隆目录中运行此命令，或用 --course DIR 指定"))
 
 
+def read_pyproject(folder: Path) -> dict:
+    """The parsed pyproject.toml of `folder` (the tests read it this way too, on every Python)."""
+    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 def publication(root: Path) -> dict[str, str]:
     """Where the course is published (`[tool.pstutor]` in pyproject.toml, the only place)."""
-    import tomllib
-
-    with open(root / "pyproject.toml", "rb") as handle:
-        return tomllib.load(handle)["tool"]["pstutor"]
+    return read_pyproject(root)["tool"]["pstutor"]

@@ -2,38 +2,69 @@
 
 It is what the course teaches in lessons 01-04, run end to end from the command line so
 that a learner (or CI) can see the whole pipeline work in under a minute.
+
+Its sizes are checked before anything starts: every task of the in-process cluster is a
+server inside this one process (about 0.05 GB and 100 threads each, measured with 3 to 16
+tasks), so the counts are bounded and the memory is checked as `cluster up` checks it. Its
+pictures are written as one set (`pstutor.written`): a rerun replaces its own pictures and
+never a file of the user's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pstutor import written
 from pstutor.clusters import in_process_cluster
 from pstutor.data import toy_classification
 from pstutor.environment import setup
 from pstutor.language import say
+from pstutor.local_cluster import TASK_MEMORY_GB, memory_shortfall
 from pstutor.pictures import draw_cluster, plot_curves
 
 BATCH = 64
+PICTURES = ("topology.png", "loss.png")
+OWNER = "demo"  # whose set the pictures are, in the folder's record
+# The ranges of the command's numbers: a demo, not a benchmark. 16 servers of a job are
+# ~1,600 threads in one process; 400 ps aborted in C++ after 37 s (issue 21).
+MAX_TASKS = 16
+MAX_EPOCHS = 100
+MAX_STEPS = 1000
+IN_PROCESS_TASK_GB = 0.05  # one in-process server (measured: +0.22 GB for 5, +0.64 GB for 16)
 
 
 class DemoError(ValueError):
     """Arguments the demo cannot run with (said before any training starts)."""
 
 
-def check_out_folder(out: Path) -> None:
-    """Refuse an output folder that is a file or cannot be created / written."""
-    if out.exists() and not out.is_dir():
-        raise DemoError(say(f"--out {out} is a file; give a folder for the pictures.",
-                            f"--out {out} 是一个文件；请给出存放图片的文件夹。"))
-    existing = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise DemoError(say(f"--out {out}: cannot write into {existing}.",
-                            f"--out {out}：无法写入 {existing}。"))
+def check_out_folder(out: Path, force: bool = False) -> None:
+    """Refuse a folder the pictures cannot go to, or where they would replace a file not ours."""
+    try:
+        written.check(out, PICTURES, OWNER, force)
+    except written.OutputRefused as err:
+        raise DemoError(str(err)) from None
+
+
+def check_size(workers: int, ps: int, epochs: int, steps_per_epoch: int) -> None:
+    """Refuse counts out of the demo's ranges, or a cluster this machine's memory cannot hold."""
+    limits = (("workers", workers, MAX_TASKS), ("ps", ps, MAX_TASKS), ("epochs", epochs, MAX_EPOCHS),
+              ("steps_per_epoch", steps_per_epoch, MAX_STEPS))
+    for label, value, high in limits:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+            raise DemoError(say(f"{label} must be a whole number from 1 to {high}, not {value!r}.",
+                                f"{label} 必须是 1 到 {high} 之间的整数，而不是 {value!r}。"))
+    short = memory_shortfall(workers + ps, IN_PROCESS_TASK_GB, base_gb=TASK_MEMORY_GB)
+    if short is not None:
+        need, have, most = short
+        raise DemoError(say(
+            f"an in-process cluster of {workers + ps} tasks needs about {need:,.1f} GB of memory; "
+            f"this machine has {have:,.1f} GB available, enough for {most}. Use fewer workers or ps.",
+            f"{workers + ps} 个任务的进程内集群约需 {need:,.1f} GB 内存；本机可用 {have:,.1f} GB，"
+            f"最多容纳 {most} 个。请减少工作进程或参数服务器的数量。"))
 
 
 @dataclasses.dataclass
@@ -49,13 +80,14 @@ class DemoResult:
 
 def run_demo(
     out: Path, workers: int = 3, ps: int = 2, epochs: int = 4, steps_per_epoch: int = 20,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, force: bool = False,
 ) -> DemoResult:
-    """Train the toy model both ways on an in-process cluster and save the pictures to `out`."""
-    check_out_folder(out)
-    if epochs < 1 or steps_per_epoch < 1:
-        raise DemoError(say("epochs and steps_per_epoch must be at least 1.",
-                             "epochs 和 steps_per_epoch 必须至少为 1。"))
+    """Train the toy model both ways on an in-process cluster and save the pictures to `out`.
+
+    `force` replaces pictures of an earlier run that were edited since.
+    """
+    check_size(workers, ps, epochs, steps_per_epoch)
+    check_out_folder(out, force)
     started = time.perf_counter()
     env = setup()
     import tensorflow as tf
@@ -76,12 +108,19 @@ def run_demo(
     loop_losses, loop_steps = _train_with_loop(tf, strategy, x, y, epochs, steps_per_epoch, log)
     seconds["custom loop"] = time.perf_counter() - started
 
-    out.mkdir(parents=True, exist_ok=True)
-    pictures = [out / "topology.png", out / "loss.png"]
-    draw_cluster(resolver).savefig(pictures[0], dpi=120)
-    plot_curves({"Model.fit": fit_losses, "custom loop": loop_losses},
-                title="Training loss per epoch").savefig(pictures[1], dpi=120)
+    curves = {"Model.fit": fit_losses, "custom loop": loop_losses}
+    figures = [draw_cluster(resolver), plot_curves(curves, title="Training loss per epoch")]
+    try:
+        pictures = written.write(out, dict(zip(PICTURES, map(_png, figures), strict=True)), OWNER, force)
+    except written.OutputRefused as err:
+        raise DemoError(str(err)) from None
     return DemoResult(fit_losses, loop_losses, loop_steps, seconds, pictures)
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120)
+    return buffer.getvalue()
 
 
 def _model(tf):

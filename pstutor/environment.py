@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from pstutor.fonts import use_language_font
-from pstutor.language import both, set_language
+from pstutor.language import both, say, set_language
+from pstutor.tables import align
 
 TESTED_TENSORFLOW = ("2.20", "2.21")
 
@@ -76,14 +77,13 @@ class Environment:
             ("Python", self.python),
             ("TensorFlow", self.tensorflow),
             ("tf.keras", self.keras),
-            ("devices", ", ".join(self.devices)),
-            ("Colab", "yes" if self.colab else "no"),
-            ("logs", "verbose" if self.verbose else "quiet"),
+            (say("devices", "设备"), ", ".join(self.devices)),
+            ("Colab", say("yes", "是") if self.colab else say("no", "否")),
+            (say("logs", "日志"), say("verbose", "详细") if self.verbose else say("quiet", "静默")),
         ]
 
     def __str__(self) -> str:
-        width = max(len(name) for name, _ in self.rows())
-        return "\n".join(f"{name:<{width}}  {value}" for name, value in self.rows())
+        return "\n".join(line.rstrip() for line in align(self.rows(), (False, False)))
 
     def _repr_html_(self) -> str:
         cells = "".join(

@@ -19,9 +19,14 @@ def current_language() -> str:
     return _current
 
 
-def say(en: str, zh: str) -> str:
-    """Pick the message for the current language."""
-    return zh if _current == "zh" else en
+def say(en: str, zh: str, lang: str | None = None) -> str:
+    """Pick the message for `lang` (default: the current language).
+
+    The course's one way to hold a text in both languages: the two versions side by side
+    where the text is used. Lesson code gets its Chinese from its source's strings table
+    (`pstutor.literals`), and the glossary's terms live in `pstutor.glossary`.
+    """
+    return zh if (lang or _current) == "zh" else en
 
 
 def both(en: str, zh: str) -> str:

@@ -13,8 +13,11 @@
 
 Every worker and ps runs `python -m pstutor.task_server`, which reads its role from
 `TF_CONFIG`; the chief runs your training program. The manifests are built as data and
-written with PyYAML. Files are only ever overwritten when this function wrote them (they
-carry `MARKER`); anything else in the folder is refused before a byte is written.
+written with PyYAML. The files are written as one set (`pstutor.written`): a rerun replaces
+the set it wrote before and removes its stale files (the manifest of the other format, the
+script of a task that is gone), refuses files edited since unless `force`, and never touches
+a file it did not write. Every argument is checked (`pstutor.user_input`) before a byte is
+written.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from pstutor import user_input, written
 from pstutor.language import say
 from pstutor.tf_config import all_tf_configs, cluster_dict
 
 FORMATS = ("jobs", "tfjob")
-MARKER = "# Written by `pstutor cluster launch-files`"
+MARKER = "# Written by `pstutor cluster launch-files`"  # tells a reader; `written` tells pstutor
+OWNER = "cluster launch-files"  # whose set the files are, in the folder's record
 SERVER_COMMAND = ["python", "-m", "pstutor.task_server"]
 PACKAGE = "https://github.com/pstutor/pstutor/archive/refs/tags/v{version}.tar.gz"
 APP_DIR = "/app"  # where the image keeps the program; checkpoints go to APP_DIR/output
@@ -45,8 +50,6 @@ RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}}
 RESTARTS = {"chief": 3, "worker": 10, "ps": 3}
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,30}[a-z0-9])?")  # leaves room for "-worker-NN" in 63
 _CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
-_PATH = re.compile(r"[^\x00-\x20\x7f]+")  # one word: no spaces, no line breaks
 
 
 class LaunchFilesError(ValueError):
@@ -68,12 +71,24 @@ def task_command(task_type: str, program: str) -> list[str]:
 def write_launch_files(
     out: Path, hosts: Sequence[str], num_workers: int, num_ps: int, *, port: int = 2222,
     program: str = "train.py", image: str | None = None, name: str = "pstutor",
-    format: str = "jobs", volume_claim: str = "pstutor-checkpoints",
+    format: str = "jobs", volume_claim: str = "pstutor-checkpoints", force: bool = False,
 ) -> list[Path]:
-    """Write the start scripts, the manifest of `format` and the Dockerfile; return their paths."""
-    image = image or default_image()
+    """Write the start scripts, the manifest of `format` and the Dockerfile; return their paths.
+
+    `force` replaces files of an earlier run that were edited since; files this function did
+    not write are refused whatever `force` says.
+    """
+    image = default_image() if image is None else image
     _check_arguments(program, image, name, format, volume_claim)
-    cluster = cluster_dict(num_workers, num_ps, chief=True, hosts=list(hosts), port=port)
+    if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
+        raise LaunchFilesError(say("The hosts must be a list of strings such as '10.0.0.5'.",
+                                   "主机必须是字符串列表，例如 '10.0.0.5'。"))
+    try:
+        hosts = [user_input.host(h) for h in hosts]
+    except user_input.BadInput as err:
+        raise LaunchFilesError(say(f"Not usable in a launch file: --hosts {err}.",
+                                   f"无法用于启动文件：--hosts {err}。")) from None
+    cluster = cluster_dict(num_workers, num_ps, chief=True, hosts=hosts, port=port)
     files: dict[str, str] = {}
     for config in all_tf_configs(cluster):
         host = cluster[config.task_type][config.task_index].rsplit(":", 1)[0]
@@ -86,17 +101,25 @@ def write_launch_files(
     else:
         files["kubernetes.yaml"] = kubernetes_manifest(num_workers, num_ps, **kwargs)
     files["Dockerfile"] = dockerfile(program, image)
-    return _write(Path(out), files)
+    try:
+        return written.write(Path(out), files, OWNER, force=force,
+                             executable=[f for f in files if f.endswith(".sh")])
+    except written.OutputRefused as err:
+        raise LaunchFilesError(str(err)) from None
 
 
 def start_script(tf_config: str, task_type: str, task_index: int, host: str, program: str) -> str:
-    """The shell script that starts one task on its machine."""
+    """The shell script that starts one task on its machine (its comments in the course's language)."""
     command = task_command(task_type, program)
+    where = say(f", run it on {host}.", f"，请在 {host} 上运行。")
+    warning = say("# The server listens on every IPv4 and IPv6 interface without authentication:\n"
+                  "# keep the cluster on a private network behind a firewall.\n",
+                  "# 服务器在所有 IPv4 和 IPv6 网络接口上监听，而且没有身份验证：\n"
+                  "# 请把集群放在防火墙后面的私有网络中。\n")
     return (
         "#!/usr/bin/env bash\n"
-        f"{MARKER}: {task_type} {task_index}, run it on {host}.\n"
-        "# The server listens on every IPv4 and IPv6 interface without authentication:\n"
-        "# keep the cluster on a private network behind a firewall.\n"
+        f"{MARKER}: {task_type} {task_index}{where}\n"
+        f"{warning}"
         "set -euo pipefail\n"
         f"export TF_CONFIG={shlex.quote(tf_config)}\n"
         "export GRPC_FAIL_FAST=use_caller\n"
@@ -109,7 +132,7 @@ def kubernetes_manifest(
     image: str | None = None, name: str = "pstutor", volume_claim: str = "pstutor-checkpoints",
 ) -> str:
     """Plain Kubernetes: the checkpoint volume claim, then a headless Service and a Job per task."""
-    image = image or default_image()
+    image = default_image() if image is None else image
     _check_arguments(program, image, name, "jobs", volume_claim)
     counts = {"chief": 1, "worker": num_workers, "ps": num_ps}
     cluster = {job: [f"{name}-{job}-{i}:{port}" for i in range(n)] for job, n in counts.items() if n}
@@ -149,7 +172,7 @@ def tfjob_manifest(
     image: str | None = None, name: str = "pstutor", volume_claim: str = "pstutor-checkpoints",
 ) -> str:
     """Kubeflow's training operator: the volume claim and one `TFJob` (Chief, Worker, PS)."""
-    image = image or default_image()
+    image = default_image() if image is None else image
     _check_arguments(program, image, name, "tfjob", volume_claim)
     counts = {"Chief": ("chief", 1), "Worker": ("worker", num_workers), "PS": ("ps", num_ps)}
     replicas = {}
@@ -183,22 +206,26 @@ def dockerfile(program: str, image: str) -> str:
     versions = {package: _installed(package) for package in ("tensorflow", "tf-keras")}
     pins = " ".join(f'"{package}=={version}"' for package, version in versions.items())
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    name = PurePosixPath(program).name
+    build = say(f"# Build it in the folder that holds {name}:\n", f"# 在存放 {name} 的文件夹中构建它：\n")
+    push = say("# and push it where your cluster pulls images from (then use that name in the manifest).\n",
+               "# 然后推送到集群拉取镜像的仓库（并在清单中使用这个名字）。\n")
     return (
-        f"{MARKER}: the image every task runs.\n"
-        f"# Build it in the folder that holds {PurePosixPath(program).name}:\n"
+        f"{MARKER}: {say('the image every task runs.', '每个任务运行的镜像。')}\n"
+        f"{build}"
         f"#   docker build -t {image} .\n"
-        "# and push it where your cluster pulls images from (then use that name in the manifest).\n"
+        f"{push}"
         f"FROM python:{python}-slim\n"
         f"RUN pip install --no-cache-dir {pins} \\\n"
         f'    "pstutor @ {PACKAGE.format(version=__version__)}"\n'
         f"WORKDIR {APP_DIR}\n"
-        f"COPY {PurePosixPath(program).name} {_app_path(program)}\n"
+        f"COPY {name} {_app_path(program)}\n"
     )
 
 
 def _pod(job: str, program: str, image: str, port: int, port_name: str, volume_claim: str,
          env: list[dict]) -> dict:
-    """A pod spec for one task; the chief and the ps mount the checkpoint volume."""
+    """A pod spec for one task; the chief mounts the checkpoint volume."""
     container = {
         "name": "tensorflow", "image": image,
         "command": task_command(job, _app_path(program)), "workingDir": APP_DIR,
@@ -207,18 +234,18 @@ def _pod(job: str, program: str, image: str, port: int, port_name: str, volume_c
         "resources": RESOURCES,
     }
     pod: dict = {"containers": [container]}
-    if job in ("chief", "ps"):  # the chief saves; by default every ps writes its own shard
+    if job == "chief":  # only the chief writes: the program saves with experimental_io_device on it
         container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINTS}]
         pod["volumes"] = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume_claim}}]
     return pod
 
 
 def _volume_claim(volume_claim: str, name: str) -> dict:
-    """A claim shared by the chief and every ps (ReadWriteMany: pods on several nodes)."""
+    """The chief's claim: one writer, so ReadWriteOnce, which every storage class offers."""
     return {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": volume_claim, "labels": {"app": name}},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     }
 
 
@@ -240,13 +267,14 @@ def _installed(package: str) -> str:
 
 def _check_arguments(program: str, image: str, name: str, format: str, volume_claim: str) -> None:
     """Refuse, with one line, any argument that would make a broken or unsafe file."""
+    for option, value, check in (("--program", program, user_input.program_path),
+                                 ("--image", image, user_input.image_reference)):
+        try:
+            check(value)
+        except (user_input.BadInput, TypeError) as err:
+            raise LaunchFilesError(say(f"Not usable in a launch file: {option} {err}.",
+                                       f"无法用于启动文件：{option} {err}。")) from None
     checks = [
-        (isinstance(program, str) and _PATH.fullmatch(program) and not program.startswith("-"),
-         f"--program {program!r}: a file name on one line, e.g. train.py",
-         f"--program {program!r}：应为一行文件名，例如 train.py"),
-        (isinstance(image, str) and _IMAGE.fullmatch(image),
-         f"--image {image!r}: a container image name such as registry.example.com/team/train:1",
-         f"--image {image!r}：应为容器镜像名，例如 registry.example.com/team/train:1"),
         (isinstance(name, str) and _NAME.fullmatch(name),
          f"--name {name!r}: lowercase letters, digits and '-', starting with a letter, at most 32",
          f"--name {name!r}：只能用小写字母、数字和“-”，以字母开头，最多 32 个字符"),
@@ -259,41 +287,3 @@ def _check_arguments(program: str, image: str, name: str, format: str, volume_cl
     for ok, en, zh in checks:
         if not ok:
             raise LaunchFilesError(say(f"Not usable in a launch file: {en}.", f"无法用于启动文件：{zh}。"))
-
-
-def _write(out: Path, files: dict[str, str]) -> list[Path]:
-    """Write the files into `out`, after checking that none would replace a file of the user's."""
-    if out.exists() and not out.is_dir():
-        raise LaunchFilesError(say(f"--out {out} is a file; give a folder.",
-                                   f"--out {out} 是一个文件；请给出一个文件夹。"))
-    for filename in files:
-        path = out / filename
-        if path.is_symlink() or (path.exists() and not _ours(path)):
-            raise LaunchFilesError(say(
-                f"{path} already exists and was not written by pstutor; choose another --out folder "
-                "or move that file away.",
-                f"{path} 已存在且不是 pstutor 写的；请换一个 --out 文件夹，或先移走该文件。"))
-    written = []
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for filename, text in files.items():
-            path = out / filename
-            path.write_text(text, encoding="utf-8")
-            if filename.endswith(".sh"):
-                path.chmod(0o755)
-            written.append(path)
-    except OSError as err:
-        raise LaunchFilesError(say(f"Cannot write the launch files to {out}: {err.strerror}.",
-                                   f"无法把启动文件写入 {out}：{err.strerror}。")) from None
-    return written
-
-
-def _ours(path: Path) -> bool:
-    """Whether `path` is a regular file this module wrote (its first lines carry MARKER)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            head = [handle.readline() for _ in range(2)]
-    except OSError:
-        return False
-    return path.is_file() and any(line.startswith(MARKER) for line in head)
-

@@ -7,7 +7,9 @@ literals replaced, so it is still plain Python that runs outside the course. Onl
 change: `same_program` proves it on the syntax tree.
 
 A plain literal is matched by its value (`"I am"`), an f-string by the text between its
-quotes (`"{n} steps done"`), so the table reads like the output it changes.
+quotes (`"{n} steps done"`), so the table reads like the output it changes. A multi-line
+literal in triple quotes (a program the lesson writes to a file) stays multi-line in its
+translation, so the Chinese notebook shows that program as readably as the English one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 import re
 
 _PREFIX = re.compile(r"^([a-zA-Z]*)('''|\"\"\"|'|\")")
+# a triple-quoted literal, maybe opened by a backslash-newline
+_TRIPLE = re.compile(r"^([a-zA-Z]*)('''|\"\"\")(\\\n)?")
 
 
 class LiteralsError(ValueError):
@@ -54,13 +58,24 @@ def _top_level_strings(tree: ast.AST) -> list[ast.Constant | ast.JoinedStr]:
 def _key_and_rewrite(segment: str, node: ast.Constant | ast.JoinedStr):
     """How the table names this literal, and how to write its translation in its place."""
     if isinstance(node, ast.Constant):
-        return node.value, lambda zh: json.dumps(zh, ensure_ascii=False)
+        return node.value, lambda zh: _as_literal(segment, zh)
     match = _PREFIX.match(segment)
-    if not match or not segment.endswith(match.group(2)):  # implicitly joined f-strings
+    if not match:
         return None, None
     prefix, quote = match.groups()
     inner = segment[len(prefix) + len(quote):-len(quote)]
+    if re.search(re.escape(quote) + r"\s*[a-zA-Z]*" + re.escape(quote), inner):
+        return None, None  # f-strings joined by juxtaposition: write one f-string to translate it
     return inner, lambda zh: f"{prefix}{quote}{zh}{quote}"
+
+
+def _as_literal(segment: str, zh: str) -> str:
+    """`zh` as Python source: multi-line in the original's triple quotes (a program stays readable)."""
+    triple = _TRIPLE.match(segment)
+    if triple and "\n" in zh and triple.group(2) not in zh and not set(triple.group(1)) & set("rRbB"):
+        prefix, quote, continuation = triple.groups()
+        return f"{prefix}{quote}{continuation or ''}{zh.replace(chr(92), chr(92) * 2)}{quote}"
+    return json.dumps(zh, ensure_ascii=False)
 
 
 def translate(code: str, table: dict[str, str], used: set[str] | None = None) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import gc
 import signal
-import socket
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from pstutor.language import say
 from pstutor.processes import Child, stop
+from pstutor.task_server import port_in_use
 from pstutor.tf_config import TFConfigError, cluster_dict, make_tf_config, validate_cluster
 
 TASK_MEMORY_GB = 0.7  # resident memory of one task process (TensorFlow loaded, server running)
@@ -41,6 +41,7 @@ class LocalCluster:
         start_timeout: float = 90.0, verbose: bool = False,
     ) -> None:
         """Describe the cluster; `cluster` fixes the addresses (else free loopback ports)."""
+        self._picked = cluster is None  # free ports it chose itself: it may choose again (start)
         if cluster is None:
             check_memory(num_workers, num_ps)
             cluster = cluster_dict(num_workers, num_ps, chief=True)
@@ -76,7 +77,25 @@ class LocalCluster:
             tf.train.ClusterSpec(self.cluster), task_type="chief", task_id=0, rpc_layer="grpc")
 
     def start(self) -> LocalCluster:
-        """Start every task and wait until each listens; on failure stop them all."""
+        """Start every task and wait until each listens; on failure stop them all.
+
+        On ports it picked itself, a port that another program takes between the pick and the
+        bind (on a busy machine other clusters pick free ports too) costs a new try on fresh
+        ports, at most twice, not the run. Ports given in `cluster` are used as they are.
+        """
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except ClusterStartError:
+                taken = [a for a in self._all_addresses() if _port_in_use(a)]
+                if not (self._picked and taken) or attempt == 2:
+                    raise
+                self.cluster = cluster_dict(len(self.cluster["worker"]), len(self.cluster.get("ps", [])),
+                                            chief=True)
+                self._children = {}
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> LocalCluster:
         busy = [a for a in self._all_addresses() if _port_in_use(a)]
         if busy:
             raise ClusterStartError(say(
@@ -217,14 +236,26 @@ def check_memory(num_workers: object, num_ps: object) -> None:
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in (num_workers, num_ps)):
         return  # cluster_dict names the bad count
     tasks = num_workers + num_ps
-    need, have = tasks * TASK_MEMORY_GB, available_memory_gb()
-    if have is not None and need > have:
-        most = int(have // TASK_MEMORY_GB)
+    short = memory_shortfall(tasks, TASK_MEMORY_GB)
+    if short is not None:
+        need, have, most = short
         raise ClusterStartError(say(
             f"{tasks} task processes need about {need:,.1f} GB of memory ({TASK_MEMORY_GB} GB each); "
             f"this machine has {have:,.1f} GB available, enough for {most}. Use fewer workers or ps.",
             f"{tasks} 个任务进程约需 {need:,.1f} GB 内存（每个 {TASK_MEMORY_GB} GB）；"
             f"本机可用 {have:,.1f} GB，最多容纳 {most} 个。请减少工作进程或参数服务器的数量。"))
+
+
+def memory_shortfall(count: int, gb_each: float, base_gb: float = 0.0) -> tuple[float, float, int] | None:
+    """(needed GB, available GB, how many fit) when `count` things of `gb_each` do not fit; else None.
+
+    `base_gb` is needed once, whatever the count (the process that holds them all). The one
+    test of "does this machine hold it" behind `cluster up`, `demo` and `compare`.
+    """
+    need, have = base_gb + count * gb_each, available_memory_gb()
+    if have is None or need <= have:
+        return None
+    return need, have, max(0, int((have - base_gb) // gb_each))
 
 
 def available_memory_gb() -> float | None:
@@ -247,14 +278,7 @@ def available_memory_gb() -> float | None:
 
 def _port_in_use(address: str) -> bool:
     """True when something already listens on (or holds) the address's port."""
-    host, port = address.rsplit(":", 1)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("0.0.0.0" if host not in ("127.0.0.1", "localhost") else host, int(port)))
-        except OSError:
-            return True
-    return False
+    return port_in_use(int(address.rsplit(":", 1)[1]))
 
 
 _LIVE: set[LocalCluster] = set()

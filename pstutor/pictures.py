@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 from matplotlib.path import Path as CurvePath
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from pstutor.fonts import use_language_font
@@ -30,7 +31,7 @@ from pstutor.language import current_language, say
 
 WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscaled
 MIN_POINTS = 9.0
-ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#bc4b51"}
+ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#e6a0a4"}
 
 # The Chinese of the phrases that lessons and the demo pass as titles, labels and curve
 # names. "{}" stands for a number. A phrase missing here is shown as it is.
@@ -79,10 +80,37 @@ def words(text: str) -> str:
     return template.format(*numbers) if "{}" in template else template
 
 
+class CourseFigure(Figure):
+    """A figure whose text form lists the words it shows, one per line.
+
+    A notebook stores a figure as a picture and as text; with the words in the text, the
+    tests can read a stored figure as they read printed lines (a Chinese figure with an
+    English label fails, a figure that stops showing its marker changes). Digits are written
+    `#`, so measured numbers in labels do not make the text change from run to run.
+    """
+
+    def __repr__(self) -> str:
+        plain = super().__repr__().replace(type(self).__name__, "Figure", 1)  # <Figure size 800x400 ...>
+        return "\n".join([plain, *(f"  {text}" for text in figure_words(self))])
+
+
+def figure_words(fig: Figure) -> list[str]:
+    """The texts a figure shows that contain a letter (titles, labels, legends, word ticks), in order."""
+    fig.draw_without_rendering()  # tick labels and legends exist only once the figure is laid out
+    found: list[str] = []
+    for artist in fig.findobj(Text):
+        text = artist.get_text().strip()
+        if artist.get_visible() and re.search(r"[^\W\d_]", text):
+            text = re.sub(r"\d+", "#", " ".join(text.split()))
+            if text not in found:
+                found.append(text)
+    return found
+
+
 def _figure(width: float, height: float, **kwargs) -> Figure:
     """A new figure, with the CJK font ready when the course speaks Chinese."""
     use_language_font()
-    return Figure(figsize=(min(width, WIDTH), height), **kwargs)
+    return CourseFigure(figsize=(min(width, WIDTH), height), **kwargs)
 
 
 def cluster_jobs(cluster) -> dict[str, list[str]]:
@@ -95,7 +123,7 @@ def cluster_jobs(cluster) -> dict[str, list[str]]:
 
 
 _HALF_W, _HALF_H = 1.05, 0.3  # half the size of a task's box, in data units (10 = the width)
-_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b"}
+_LINKS = {"schedule": "#555555", "variables": "#4f7f2a", "create": "#d9822b", "checkpoints": "#a23b40"}
 
 
 def draw_cluster(cluster, title: str | None = None) -> Figure:
@@ -123,8 +151,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     ax.set_title(words(title) if title else say("Parameter server cluster", "参数服务器集群"))
     for xy in worker_xy:
         _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"])
-        for target in ps_xy:
-            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"])
+        for target in ps_xy:  # both ways: a worker reads the variables and sends updates back
+            _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"], style="<|-|>")
     above = [xy for xy in ps_xy if xy[1] >= chief_xy[1]]
     below = [xy for xy in ps_xy if xy[1] < chief_xy[1]]
     for lane, targets, side in ((top, above, +1), (bottom, below, -1)):
@@ -138,15 +166,28 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     for i, address in enumerate(evaluators):
         _box(ax, (1.25 + 2.5 * i, evaluator_y), say(f"evaluator {i}", f"评估器 {i}"), address,
              ROLE_COLOURS["evaluator"])
+        _link(ax, (chief_xy[0] + 0.3 * i, chief_xy[1] - _HALF_H), (1.25 + 2.5 * i, evaluator_y + _HALF_H),
+              _LINKS["checkpoints"], linestyle=":")
+    if evaluators:  # the evaluator stays outside what TF_CONFIG's cluster lists
+        ax.add_patch(FancyBboxPatch((0.08, bottom - 0.12), 9.84, top + 0.28 - bottom,
+                                    boxstyle="round,pad=0.02", facecolor="none", edgecolor="#777777",
+                                    linestyle="--", zorder=0))
+        ax.text(9.85, bottom - 0.08, say("training cluster (TF_CONFIG's cluster)",
+                                         "训练集群（TF_CONFIG 中的 cluster）"),
+                ha="right", va="bottom", fontsize=MIN_POINTS, color="#555555")
     handles = [
         Line2D([], [], color=_LINKS["schedule"], label=say(
             "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
         Line2D([], [], color=_LINKS["variables"], label=say(
-            "worker → ps: reads and updates variables", "工作进程 → 参数服务器：读取并更新变量")),
+            "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
             "coordinator → ps: creates variables (around the workers)",
             "协调器 → 参数服务器：创建变量（绕过工作进程）")),
     ]
+    if evaluators:
+        handles.append(Line2D([], [], color=_LINKS["checkpoints"], linestyle=":", label=say(
+            "evaluator: reads the checkpoints the coordinator writes (no connection to the cluster)",
+            "评估器：读取协调器写出的检查点（不与集群建立连接）")))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=MIN_POINTS,
               frameon=False)
     fig.tight_layout()
@@ -180,9 +221,9 @@ def _box(ax, xy: tuple[float, float], name: str, address: str, colour: str) -> N
     ax.text(x, y - 0.14, address, ha="center", va="center", fontsize=MIN_POINTS, zorder=4)
 
 
-def _link(ax, start, end, colour: str) -> None:
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=colour,
-                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1))
+def _link(ax, start, end, colour: str, style: str = "-|>", linestyle: str = "-") -> None:
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=12, color=colour,
+                                 lw=1.3, shrinkA=2, shrinkB=2, zorder=1, linestyle=linestyle))
 
 
 def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
@@ -198,14 +239,31 @@ def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
 
 def plot_curves(
     curves: Mapping[str, Sequence[float]], xlabel: str = "epoch", ylabel: str = "loss",
-    title: str = "", first: int = 1,
+    title: str = "", first: int = 1, *, marks: Mapping[str, float] | None = None,
+    levels: Mapping[str, float] | None = None,
 ) -> Figure:
-    """One line per named curve, for example training and evaluation loss; x counts from `first`."""
+    """One line per named curve, for example training and evaluation loss; x counts from `first`.
+
+    `marks` names moments on x (an interruption between two epochs: 3.5), drawn as dashed
+    vertical lines; `levels` names values on y (a fresh model's loss), drawn as dotted
+    horizontal lines. Both are listed in the legend with their names.
+    """
     fig = _figure(6.5, 3.6)
     ax = fig.add_subplot()
     for name, values in curves.items():
         ax.plot(range(first, first + len(values)), list(values), marker="o", label=words(name))
-    return _finish(fig, ax, xlabel, ylabel, title)
+    for (name, x), colour in zip((marks or {}).items(), _MARK_COLOURS, strict=False):
+        ax.axvline(x, color=colour, linestyle="--", linewidth=1.5, label=words(name))
+    for name, y in (levels or {}).items():
+        ax.axhline(y, color="#555555", linestyle=":", linewidth=1.5, label=words(name))
+    _finish(fig, ax, xlabel, ylabel, title)
+    if marks or levels:  # more entries: below the axes, where they cover no line
+        ax.get_legend().remove()
+        fig.set_figheight(fig.get_figheight() + 0.5)
+        fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=MIN_POINTS,
+                   frameon=False)
+        fig.tight_layout(rect=(0, 0.55 / fig.get_figheight(), 1, 1))
+    return fig
 
 
 def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -244,6 +302,9 @@ def draw_shards(variables, title: str | None = None) -> Figure:
 
     A small variable next to a big one stays visible, and every bar says what it holds:
     "shard 0 · 128 B" for a split variable, "whole · 256 B" for one left in one piece.
+    A panel's axis spans the variable's whole size, so figures of the same variables under
+    different partitioners compare bar for bar (a half is drawn half as long); the line
+    below the panels gives each ps's total over all variables.
     """
     rows = shard_rows(variables)
     tasks = sorted({_ps_task(r["device"]) for r in rows})
@@ -253,30 +314,35 @@ def draw_shards(variables, title: str | None = None) -> Figure:
     for ax, colour, name in zip(axes, _palette(len(names)), names, strict=True):
         mine = [r for r in rows if r["variable"] == name]
         per_task = {t: [r for r in mine if _ps_task(r["device"]) == t] for t in tasks}
-        unit, scale = _unit(max(sum(r["bytes"] for r in shards) for shards in per_task.values()))
-        widest = max(sum(r["bytes"] for r in shards) for shards in per_task.values()) / scale
+        total = sum(r["bytes"] for r in mine)
+        unit, scale = _unit(total)
+        widest = total / scale
         for task, shards in per_task.items():
+            row = say(f"ps {task}", f"参数服务器 {task}")  # lesson 01's figure names them so too
             left = 0.0
             for shard in shards:
                 size = shard["bytes"] / scale
-                ax.barh(f"ps {task}", size, left=left, color=colour, edgecolor="white", linewidth=2)
+                ax.barh(row, size, left=left, color=colour, edgecolor="white", linewidth=2)
                 part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
                         else say("whole", "完整"))
-                ax.text(left + size / 2, f"ps {task}", f"{part} · {_bytes(shard['bytes'])}",
+                ax.text(left + size / 2, row, f"{part} · {_bytes(shard['bytes'])}",
                         ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
                 left += size
             if not shards:
-                ax.text(0.02 * widest, f"ps {task}", say("nothing", "无"), va="center",
+                ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
                         fontsize=MIN_POINTS, color="#777777")
-        total = sum(r["bytes"] for r in mine)
-        ax.set_title(f"{name} ({_bytes(total)})", fontsize=10)
+        ax.set_title(say(f"{name} ({_bytes(total)})", f"变量 {name}（{_bytes(total)}）"), fontsize=10)
         ax.set_xlim(0, widest * 1.02)
         ax.set_xlabel(unit)
         ax.xaxis.set_major_locator(MaxNLocator(4))
         ax.grid(axis="x", alpha=0.3)
     axes[0].invert_yaxis()
+    totals = {t: sum(r["bytes"] for r in rows if _ps_task(r["device"]) == t) for t in tasks}
+    fig.text(0.5, 0.01, say("bytes per ps: ", "各参数服务器的字节数：") + say(", ", "，").join(
+        say(f"ps {t} {_bytes(b)}", f"参数服务器 {t} {_bytes(b)}") for t, b in totals.items()),
+        ha="center", va="bottom", fontsize=MIN_POINTS)
     fig.suptitle(words(title) if title else say("Where the shards live", "分片放在哪里"))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 
@@ -300,16 +366,19 @@ def draw_timeline(
     steps, title: str | None = None, marks: Mapping[str, float] | None = None, *,
     epoch_starts: Iterable[int] = (), retried: Iterable[int] = (),
     down: Mapping[int, tuple[float, float]] | None = None, zoom: tuple[float, float] | None = None,
+    before: str = "",
 ) -> Figure:
     """Gantt chart: one row per worker, one bar per step from its start to its end.
 
     The number on a bar is the step's number (`Step.step`); numbers that would overlap are
     left out. `marks` names moments (seconds on the steps' clock), drawn as dashed lines
     and listed in the legend. `epoch_starts` are the numbers of the first step of each
-    epoch: the pause before each (the coordinator's `join()`) is shaded and the epochs are
-    named above the bars. `retried` steps are hatched, outlined and labelled; `down` shades
-    a worker's row from when it died to when it came back. `zoom` (start, end) adds a second
-    panel below that shows that stretch of time magnified.
+    epoch: the pause between two epochs (the coordinator's `join()`) is shaded and the epochs
+    are named above the bars; `before` names the steps that ran before the first epoch (an
+    earlier section's step, say), so that they are not taken for an epoch. `retried` steps
+    are hatched, outlined and labelled; `down` shades a worker's row from when it died to
+    when it came back. `zoom` (start, end) adds a second panel below that shows that
+    stretch of time magnified.
     """
     steps = sorted(steps)
     workers = sorted({s.worker for s in steps} | set(down or {}))
@@ -321,7 +390,7 @@ def draw_timeline(
     retried = set(retried)
     for ax in axes:
         _gantt(ax, steps, rows, retried, down or {}, marks or {})
-    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)))
+    handles = _epoch_pauses(axes[0], steps, sorted(set(epoch_starts)), before)
     handles += _timeline_legend(down or {}, marks or {}, retried)
     if zoom:
         axes[1].set_xlim(*zoom)
@@ -335,8 +404,9 @@ def draw_timeline(
         fig.legend(handles=handles, loc="lower center", ncol=1, fontsize=MIN_POINTS, frameon=False)
     fig.tight_layout(rect=(0, (0.2 * len(handles) + 0.05 * bool(handles)) / fig.get_figheight(), 1, 1))
     _stagger(axes[0].texts)  # epoch names that would overlap go up a line
-    for ax in axes:
-        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]], rows)
+    for ax in axes:  # a retried step's number goes below its bar (_label_retried), not over it
+        _number_bars(ax, [s for s in steps if ax.get_xlim()[0] <= s.start <= ax.get_xlim()[1]
+                          and s.step not in retried], rows)
     _label_retried(axes[-1], [s for s in steps if s.step in retried], list(rows))  # magnified if zoomed
     return fig
 
@@ -353,12 +423,27 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
                 edgecolor="#bc4b51", linewidth=0)
     for step in steps:
         again = step.step in retried
+        # The edge is a darker shade of the bar's own colour: a bar a pixel wide keeps its colour.
         ax.barh(row[step.worker], step.end - step.start, left=step.start, height=0.5,
-                color=colours[step.worker], edgecolor="#bc4b51" if again else "#00000080",
+                color=colours[step.worker], edgecolor=_RETRIED if again else _darker(colours[step.worker]),
                 linewidth=2.0 if again else 0.4, hatch="///" if again else None)
     for (_, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False):
         ax.axvline(moment, color=colour, linestyle="--", linewidth=1.5)
+    for step in steps:  # a retried step may last a millisecond: a marker above it is always seen
+        if step.step in retried:
+            ax.plot((step.start + step.end) / 2, row[step.worker] - 0.25, marker="v", markersize=11,
+                    color=_RETRIED, markeredgecolor="white", linestyle="none", zorder=5)
     ax.grid(axis="x", alpha=0.3)
+
+
+_RETRIED = "#bc4b51"
+
+
+def _darker(colour: str, factor: float = 0.7) -> tuple[float, float, float]:
+    """`colour` with its red, green and blue scaled by `factor`."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(channel * factor for channel in to_rgb(colour))
 
 
 _MARK_COLOURS = ("#bc4b51", "#4c72b0", "#8172b2")
@@ -371,47 +456,57 @@ def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str
                            label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
                      for worker in down]
     handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
-                       label=f"{words(label)} ({moment:.2f} s)")
+                       label=say(f"{words(label)} ({moment:.2f} s)", f"{words(label)}（{moment:.2f} 秒）"))
                 for (label, moment), colour in zip(marks.items(), _MARK_COLOURS, strict=False)]
-    if retried:
-        handles.append(Patch(facecolor="white", edgecolor="#bc4b51", hatch="///", linewidth=2, label=say(
+    if retried:  # drawn as it is on the chart: a red marker above a bar outlined in red
+        handles.append(Line2D([], [], marker="v", markersize=11, color=_RETRIED, markeredgecolor="white",
+                              linestyle="none", label=say(
             "retried: the step that failed on the killed worker, run again on another",
             "重试：在被杀掉的工作进程上失败、改由另一个工作进程重新执行的那一步")))
     return handles
 
 
 def _label_retried(ax, steps, workers: list[int]) -> None:
-    """Point at each retried step that is in view with a short label above its row."""
+    """Label each retried step that is in view above its marker, with its number below its bar."""
     low, high = ax.get_xlim()
     for step in steps:
         if low <= step.start <= high:
-            top = workers.index(step.worker) - 0.25  # the bar's upper edge (rows run downwards)
-            ax.annotate(say("retried", "重试"), (step.start, top), xytext=(-4, 3),
+            middle, row = (step.start + step.end) / 2, workers.index(step.worker)
+            ax.annotate(say("retried", "重试"), (middle, row - 0.25), xytext=(-8, 6),
                         textcoords="offset points", ha="right", va="bottom", fontsize=MIN_POINTS,
-                        color="#bc4b51", weight=_bold(),
-                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#bc4b51"})
+                        color=_RETRIED, weight=_bold(),
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": _RETRIED})
+            ax.annotate(str(step.step), (middle, row + 0.25), xytext=(0, -2), textcoords="offset points",
+                        ha="center", va="top", fontsize=MIN_POINTS, color=_RETRIED, weight=_bold())
 
 
-def _epoch_pauses(ax, steps, starts: list[int]) -> list:
-    """Shade the pause before each epoch's first step and name the epochs above the bars."""
+def _epoch_pauses(ax, steps, starts: list[int], before: str = "") -> list:
+    """Shade the pause between two epochs and name the epochs (and `before`) above the bars."""
     if not starts or not steps:
         return []
+    earliest = [s for s in steps if s.step < starts[0]]
+    if earliest and before:
+        _name_above(ax, earliest, words(before))
     bounds = [*starts, max(s.step for s in steps) + 1]
     for number, (first, stop) in enumerate(pairwise(bounds), start=1):
         mine = [s for s in steps if first <= s.step < stop]
-        earlier = [s for s in steps if s.step < first]
+        earlier = [s for s in steps if starts[0] <= s.step < first]  # the epochs before this one
         if not mine:
             continue
         if earlier:
             ax.axvspan(max(s.end for s in earlier), min(s.start for s in mine), color="#999999",
                        alpha=0.25, linewidth=0)
-        middle = (min(s.start for s in mine) + max(s.end for s in mine)) / 2
-        ax.annotate(say(f"epoch {number}", f"第 {number} 个周期"), (middle, 1.0),
-                    xycoords=("data", "axes fraction"), xytext=(0, 3), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=MIN_POINTS)
+        _name_above(ax, mine, say(f"epoch {number}", f"第 {number} 个周期"))
     return [Patch(facecolor="#999999", alpha=0.25, label=say(
         "pause between epochs: join() waits for the epoch's last step",
         "周期之间的停顿：join() 等待本周期的最后一步"))]
+
+
+def _name_above(ax, steps, name: str) -> None:
+    """Write `name` above the bars, centred on the stretch of time the steps cover."""
+    middle = (min(s.start for s in steps) + max(s.end for s in steps)) / 2
+    ax.annotate(name, (middle, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                textcoords="offset points", ha="center", va="bottom", fontsize=MIN_POINTS)
 
 
 def _stagger(labels) -> None:
@@ -475,7 +570,8 @@ def draw_examples_seen(
     axes[-1].set_xlabel(say("example id", "样本编号"))
     fig.suptitle(words(title) if title else say("Which worker saw which examples",
                                                 "哪个工作进程读到了哪些样本"))
-    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30)
+    fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30,
+                 ticks=MaxNLocator(integer=True))  # counts: no "2.5 times"
     return fig
 
 
@@ -494,6 +590,17 @@ def read_scalars(logdir: str | Path, tag: str = "epoch_loss") -> list[tuple[int,
     return sorted(points)
 
 
+# How the evaluation sources of `plot_train_eval` look, in order of appearance: dashed squares
+# for the first, large hollow diamonds for the second (drawn on top, so a point of the first
+# under it stays visible), then dotted triangles.
+_EVAL_STYLES = [
+    {"linestyle": "--", "marker": "s", "color": ROLE_COLOURS["evaluator"]},
+    {"linestyle": ":", "marker": "D", "color": ROLE_COLOURS["chief"], "markersize": 12,
+     "markerfacecolor": "none", "markeredgewidth": 2, "zorder": 3},
+    {"linestyle": ":", "marker": "^", "color": "#6d597a"},
+]
+
+
 def plot_train_eval(
     training: Mapping[str, Sequence[tuple[float, float]]],
     evaluation: Mapping[str, Sequence[tuple[float, float]]],
@@ -503,26 +610,51 @@ def plot_train_eval(
     """Training and evaluation curves on one time axis: (x, value) points per named curve.
 
     Training curves are solid lines with dots, evaluation curves dashed with squares, so the
-    two sources stay apart even where they share a colour. With `panels` (words such as
+    two kinds stay apart even where they share a colour. With `panels` (words such as
     "loss", "accuracy") each curve goes to the panel whose word its name contains, side by
-    side and each on its own scale, so that small gaps between the sources show.
+    side and each on its own scale, so that small gaps between the sources show; a curve's
+    source is its name without that word ("sidecar evaluation loss" -> "sidecar
+    evaluation"), and each evaluation source has a style of its own. A name may also hold the
+    word in the course's language ("训练损失" goes to the panel "loss"). With few points,
+    the x ticks sit at the points themselves.
     """
     fig = _figure(WIDTH if panels else 7, 3.9)
     axes = fig.subplots(1, max(len(panels), 1), sharex=True, squeeze=False)[0]
-    curves = [*training.items(), *evaluation.items()]
-    styles = [("-", "o")] * len(training) + [("--", "s")] * len(evaluation)
-    colours = ([ROLE_COLOURS["worker"]] * len(training) + [ROLE_COLOURS["evaluator"]] * len(evaluation)
-               if panels else _palette(len(curves)))  # with panels, one colour per source
-    for (name, points), colour, (line, marker) in zip(curves, colours, styles, strict=True):
-        index = next((i for i, word in enumerate(panels) if word in name), 0)
+    sources: list[str] = []
+    for name, points in [*training.items(), *evaluation.items()]:
+        index = next((i for i, word in enumerate(panels) if _panel_word(word, name)), 0)
         xs, ys = zip(*points, strict=True) if points else ((), ())
-        axes[index].plot(xs, ys, linestyle=line, marker=marker, color=colour, label=words(name))
+        axes[index].plot(xs, ys, label=words(name), **_curve_style(name, name in training, panels, sources))
     for ax, label in zip(axes, panels or [ylabel], strict=True):
         _finish(fig, ax, xlabel, label, "" if panels else title)
+    steps = sorted({x for points in [*training.values(), *evaluation.values()] for x, _ in points})
+    if 0 < len(steps) <= 12:
+        axes[0].set_xticks(steps)  # the axes share x: every panel gets them
     if title and panels:
         fig.suptitle(words(title))
         fig.tight_layout()
     return fig
+
+
+def _panel_word(word: str, name: str) -> str:
+    """The form of a panel's word (as given, or in the course's language) that `name` holds, or ""."""
+    return next((form for form in (word, words(word)) if form in name), "")
+
+
+def _curve_style(name: str, is_training: bool, panels: Sequence[str], sources: list[str]) -> dict:
+    """Line and marker of one curve. Without panels every curve gets its own colour."""
+    if not panels:
+        colour = _palette(len(sources) + 1)[-1]
+        sources.append(name)
+        return {"linestyle": "-" if is_training else "--", "marker": "o" if is_training else "s",
+                "color": colour}
+    if is_training:
+        return {"linestyle": "-", "marker": "o", "color": ROLE_COLOURS["worker"]}
+    source = next((name.replace(_panel_word(word, name), "").strip() for word in panels
+                   if _panel_word(word, name)), name)
+    if source not in sources:
+        sources.append(source)
+    return dict(_EVAL_STYLES[min(sources.index(source), len(_EVAL_STYLES) - 1)])
 
 
 def _ps_task(device: str) -> int:

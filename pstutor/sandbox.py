@@ -1,7 +1,8 @@
 """Walls for code the teacher did not write: a student's kernel, when grading.
 
-`python -m pstutor.sandbox DIR -- CMD...` runs CMD inside bubblewrap (`bwrap`, the sandbox
-tool Flatpak uses; any user may run it) so that CMD
+`python -m pstutor.sandbox [--cgroup=DIR ...] [--cpus=0,1] DIR -- CMD...` first moves itself into
+the submission's cgroups and onto its CPUs, sets its rlimits, then runs CMD inside bubblewrap
+(`bwrap`, the sandbox tool Flatpak uses; any user may run it) so that CMD
 
 - has its own PID namespace: it cannot see or signal the grader, other students' kernels or
   anything else, and everything it starts dies with it (a double fork included);
@@ -11,22 +12,22 @@ tool Flatpak uses; any user may run it) so that CMD
   pstutor: no course clone, no solutions, no other submission, no home folder;
 - starts from a clean environment and may write only to DIR (also seen as /tmp) and to a
   private /dev; Landlock (Linux 5.13+), where present, fences writes a second time;
-- runs under limits on file size and open files; the grader adds memory, process and
-  output limits from outside (`Watchdog`).
+- runs under limits on file size, open files and tasks; the kernel enforces memory,
+  task and CPU limits through the cgroups, and the grader watches from outside
+  (`pstutor.grading.limits`).
 
-Where bubblewrap is missing the grader refuses to run unless told to go ahead without it.
+Where bubblewrap is missing the grader refuses to run unless told to go ahead without it;
+then `--no-walls` applies the cgroups, CPUs and rlimits and runs CMD directly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import platform
 import resource
 import shutil
 import sys
-import threading
 from pathlib import Path
 
 # System call numbers (the same on x86_64 and aarch64) and flags from <linux/landlock.h>.
@@ -44,6 +45,7 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "hosts", "nssw
 _SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 FILE_SIZE_LIMIT = 1 << 30  # bytes per file a submission may write
 OPEN_FILES_LIMIT = 4096
+TASKS_OVER_CURRENT = 4096  # RLIMIT_NPROC: tasks this user may add (not enforced for root)
 
 
 class SandboxError(RuntimeError):
@@ -117,8 +119,11 @@ def command(work: Path, argv: list[str], *, program: str) -> list[str]:
         line += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     line += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu",
              "--bind", str(work), str(work), "--chdir", str(work)]
+    import pstutor
+
     environment = {"HOME": str(work), "TMPDIR": str(work / "tmp"), "LANG": "C.UTF-8",
                    "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+                   "PYTHONPATH": str(Path(pstutor.__file__).resolve().parent.parent),
                    "PYTHONNOUSERSITE": "1", "IPYTHONDIR": str(work / ".ipython"),
                    "MPLCONFIGDIR": str(work / ".matplotlib"), "MPLBACKEND": "agg"}
     for name, value in environment.items():
@@ -158,78 +163,56 @@ def fence_writes(*writable: str) -> None:
 
 
 def _limit() -> None:
-    """Limits that the kernel and its children inherit: file size, open files, no core dumps."""
+    """Limits that the kernel and its children inherit: file size, open files, tasks, no core dumps."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = OPEN_FILES_LIMIT if hard == resource.RLIM_INFINITY else min(OPEN_FILES_LIMIT, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))
+    tasks = _user_tasks() + TASKS_OVER_CURRENT
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard == resource.RLIM_INFINITY or hard > tasks:
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
 
 
-class Watchdog:
-    """Stops a sandbox (and all it started) that uses too much memory or too many processes."""
-
-    def __init__(self, pid: int, *, memory: int, processes: int, on_limit) -> None:
-        self.pid, self.memory, self.processes, self.on_limit = pid, memory, processes, on_limit
-        self.exceeded = ""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.25):
-            pids = descendants(self.pid)
-            rss = sum(_rss(pid) for pid in pids)
-            if rss > self.memory or len(pids) > self.processes:
-                self.exceeded = "memory" if rss > self.memory else "processes"
-                self.on_limit()
-                return
-
-    def stop(self) -> None:
-        """Stop watching."""
-        self._stop.set()
-        self._thread.join()
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, read from /proc."""
-    children: dict[int, list[int]] = {}
+def _user_tasks() -> int:
+    """Threads of this user running now (RLIMIT_NPROC counts them all, per real user)."""
+    uid, count = os.getuid(), 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parent = int(stat.rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _rss(pid: int) -> int:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return 0
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                continue
+    return count
 
 
 def main(argv: list[str]) -> None:
-    """`python -m pstutor.sandbox DIR -- CMD...`: run CMD walled in; `--fence DIR` is the inside step."""
-    inside = bool(argv) and argv[0] == "--fence"
-    argv = argv[1:] if inside else argv
-    if len(argv) < 3 or argv[1] != "--":
-        sys.exit("usage: python -m pstutor.sandbox DIR -- COMMAND [ARGS...]")
-    if inside:
+    """`python -m pstutor.sandbox [--no-walls] [--cgroup=DIR ...] [--cpus=LIST] DIR -- CMD...`: run CMD
+    walled in (`--fence DIR` is the step inside the walls)."""
+    if argv[:1] == ["--fence"]:
         if landlock_version() >= 1:
-            fence_writes(argv[0], "/dev", "/tmp")
-        os.execvp(argv[2], argv[2:])
+            fence_writes(argv[1], "/dev", "/tmp")
+        os.execvp(argv[3], argv[3:])
+    options = [arg for arg in argv[: argv.index("--") if "--" in argv else 0] if arg.startswith("--")]
+    rest = argv[len(options):]
+    if len(rest) < 3 or rest[1] != "--":
+        sys.exit("usage: python -m pstutor.sandbox [--no-walls] [--cgroup=DIR ...] [--cpus=LIST] DIR "
+                 "-- CMD...")
+    from pstutor.grading.limits import join
+
+    join([option.split("=", 1)[1] for option in options if option.startswith("--cgroup=")])
+    cpus = [option.split("=", 1)[1] for option in options if option.startswith("--cpus=")]
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(cpu) for cpu in cpus[0].split(",")})
+    _limit()
+    if "--no-walls" in options:
+        os.execvp(rest[2], rest[2:])
     program = shutil.which("bwrap")
     if program is None:
         sys.exit("pstutor.sandbox: bubblewrap (bwrap) is not installed or cannot run here")
-    _limit()
-    line = command(Path(argv[0]), argv[2:], program=program)
-    os.execv(program, line)
+    os.execv(program, command(Path(rest[0]), rest[2:], program=program))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pstutor.language import say
@@ -27,11 +28,18 @@ class SidecarError(RuntimeError):
 class Sidecar:
     """A program in a child process that never outlives this one."""
 
-    def __init__(self, program: str | Path, *args: str, verbose: bool = False) -> None:
-        """Describe the run: `python PROGRAM ARGS...` with pstutor's setup done first."""
+    def __init__(self, program: str | Path, *args: str, verbose: bool = False,
+                 env: Mapping[str, str] | None = None) -> None:
+        """Describe the run: `python PROGRAM ARGS...` with pstutor's setup done first.
+
+        `env` adds variables to the program's environment, as a deployment sets them: an
+        evaluator's own `TF_CONFIG`, for one. Without it the program gets no `TF_CONFIG`:
+        it is not a task of the training cluster.
+        """
         self.program = Path(program)
         self.args = [str(a) for a in args]
         self.verbose = verbose
+        self.env = dict(env or {})
         self._child: Child | None = None
 
     def start(self) -> Sidecar:
@@ -44,7 +52,7 @@ class Sidecar:
         if self._child is None:
             self._child = Child("program", [str(self.program), *self.args], env={
                 "TF_CONFIG": None,  # the evaluator is not a task of the training cluster
-                "PSTUTOR_VERBOSE": "1" if self.verbose else "0"})
+                "PSTUTOR_VERBOSE": "1" if self.verbose else "0", **self.env})
         self._child.start()
         return self
 

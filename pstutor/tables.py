@@ -8,8 +8,9 @@ names such as `steps_per_execution`) are printed as they are.
 from __future__ import annotations
 
 import numbers
-import unicodedata
 from collections.abc import Mapping, Sequence
+
+import wcwidth
 
 from pstutor.language import say
 
@@ -67,8 +68,9 @@ def word(key: str) -> str:
 
 
 def text_width(text: str) -> int:
-    """Columns `text` takes in a monospaced font: CJK characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    """Columns `text` takes in a terminal: CJK characters two, combining marks none (wcwidth)."""
+    width = wcwidth.wcswidth(text)
+    return len(text) if width < 0 else width  # a control character: wcwidth has no width for it
 
 
 def _cell(value: object, digits: int) -> str:

@@ -112,6 +112,20 @@ def all_tf_configs(cluster: Mapping[str, Sequence[str]]) -> list[TFConfig]:
     ]
 
 
+# What `json` says, as a Chinese reader reads it (the messages of Python's json.decoder);
+# one not listed reads as a plain syntax error.
+_JSON_ZH = {
+    "Expecting value": "缺少一个值",
+    "Expecting ',' delimiter": "缺少逗号",
+    "Expecting ':' delimiter": "缺少冒号",
+    "Expecting property name enclosed in double quotes": "应为带双引号的键名",
+    "Unterminated string starting at": "有未闭合的字符串",
+    "Extra data": "之后还有多余内容",
+    "Invalid control character at": "有非法的控制字符",
+    "Invalid \\escape": "有非法的转义",
+}
+
+
 def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
     """Read and check a `TF_CONFIG` (JSON text, a dict, or the environment variable)."""
     if value is None:
@@ -128,7 +142,8 @@ def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
             raise TFConfigError(
                 say(
                     f"TF_CONFIG is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}.",
-                    f"TF_CONFIG 不是合法的 JSON：第 {err.lineno} 行第 {err.colno} 列，{err.msg}。",
+                    f"TF_CONFIG 不是合法的 JSON：第 {err.lineno} 行第 {err.colno} 列"
+                    f"{_JSON_ZH.get(err.msg, '有语法错误')}。",
                 )
             ) from None
     if not isinstance(value, Mapping):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from skip_plan import pytest_collection_finish, pytest_collectreport  # noqa: F401  (hooks)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import tomllib
 from conftest import ROOT, clean_env, export_tree, write_kernelspec
+
+from pstutor.course import read_pyproject
 
 COLAB_PYTHON = os.environ.get("PSTUTOR_COLAB_PYTHON", "")
 LANG = os.environ.get("PSTUTOR_COLAB_LANG", "en")
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _publication() -> dict[str, str]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pstutor"]
+    return read_pyproject(ROOT)["tool"]["pstutor"]
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_what_a_colab_user_sees_in_the_first_cell(colab: dict[str, Path]):
                                stderr=subprocess.DEVNULL)  # the kernel's own log, not a cell's output
     finally:
         del os.environ["JUPYTER_PATH"]
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = read_pyproject(ROOT)["project"]["version"]
     shown = _text(fresh.cells[0].outputs)
     assert not [o for o in fresh.cells[0].outputs if o.output_type in ("error", "stream")], shown
     rows = dict(line.split(None, 1) for line in shown.strip().splitlines())  # nothing but the summary

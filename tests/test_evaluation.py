@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, alive, run_python, wait_gone
 
 from pstutor import plot_train_eval
+from pstutor.language import set_language
 from pstutor.sidecar import Sidecar, SidecarError
 
 
@@ -118,6 +119,19 @@ def test_a_program_that_does_not_finish_in_time_is_stopped(tmp_path):
         assert not sidecar.running
 
 
+def test_the_program_gets_the_environment_it_is_given_and_no_other_tf_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"task": {"type": "chief", "index": 0}}')
+    program = _program(tmp_path, "import os\n"
+                                 "print('TF_CONFIG=' + os.environ.get('TF_CONFIG', 'none'), flush=True)\n")
+    with Sidecar(program) as plain:
+        plain.wait(timeout=60)
+    assert "TF_CONFIG=none" in plain.log()
+    evaluator = '{"task": {"type": "evaluator", "index": 0}}'
+    with Sidecar(program, env={"TF_CONFIG": evaluator}) as given:
+        given.wait(timeout=60)
+    assert f"TF_CONFIG={evaluator}" in given.log()
+
+
 def test_a_missing_program_is_reported_before_anything_starts(tmp_path):
     with pytest.raises(SidecarError, match="No program at"):
         Sidecar(tmp_path / "absent.py").start()
@@ -162,3 +176,38 @@ def test_plot_train_eval_draws_both_sources_on_one_axis():
 def test_plot_train_eval_accepts_a_curve_without_points():
     figure = plot_train_eval({"training loss": [(1, 0.5)]}, {"evaluation loss": []})
     assert len(figure.axes[0].get_lines()) == 2
+
+
+def test_plot_train_eval_gives_each_evaluation_source_its_own_marker_and_ticks_at_the_points():
+    figure = plot_train_eval(
+        {"training loss": [(10, 0.7), (20, 0.6), (30, 0.5)],
+         "training accuracy": [(10, 0.6), (20, 0.7), (30, 0.8)]},
+        {"validation loss": [(10, 0.65), (20, 0.55), (30, 0.5)],
+         "validation accuracy": [(10, 0.6), (30, 0.8)],
+         "sidecar evaluation loss": [(30, 0.5)], "sidecar evaluation accuracy": [(30, 0.8)]},
+        panels=("loss", "accuracy"))
+    loss, accuracy = figure.axes
+    markers = {line.get_label(): line.get_marker() for ax in (loss, accuracy) for line in ax.get_lines()}
+    assert markers["validation loss"] == markers["validation accuracy"] != markers["sidecar evaluation loss"]
+    sidecar = markers["sidecar evaluation loss"]
+    assert sidecar == markers["sidecar evaluation accuracy"] != markers["training loss"]
+    figure.draw_without_rendering()
+    assert list(loss.get_xticks()) == list(accuracy.get_xticks()) == [10, 20, 30]
+
+
+@pytest.fixture
+def zh_language():
+    set_language("zh")
+    yield
+    set_language("en")
+
+
+def test_plot_train_eval_puts_chinese_curve_names_in_the_panel_of_their_word(zh_language):
+    figure = plot_train_eval({"训练损失": [(10, 0.7)], "训练准确率": [(10, 0.6)]},
+                             {"验证损失": [(10, 0.65)], "边车评估损失": [(10, 0.65)]},
+                             panels=("loss", "accuracy"))
+    loss, accuracy = figure.axes
+    assert [line.get_label() for line in loss.get_lines()] == ["训练损失", "验证损失", "边车评估损失"]
+    assert [line.get_label() for line in accuracy.get_lines()] == ["训练准确率"]
+    assert loss.get_lines()[1].get_marker() != loss.get_lines()[2].get_marker()
+    assert [ax.get_ylabel() for ax in figure.axes] == ["损失", "准确率"]

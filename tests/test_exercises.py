@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pstutor import build
+from pstutor import build, metadata
 from pstutor.checks import MIME
 
 EXERCISES = build.exercise_paths()
-CHECK_CALL = re.compile(r'pstutor\.check\("(\d\d\.\d+)"')
+CHECK_CALL = metadata.CHECK_CALL
 CHECKS = sorted((Path(build.__file__).parent / "checks").glob("ex*.py"))
 
 # The requirements each task's text states, by the hint id its check gives when one is not met.
@@ -33,11 +33,11 @@ REQUIREMENTS = {
     "02.3": ["one-per-ps", "small-split", "scales"],
     "03.1": ["repeat", "batch-size", "shuffle", "architecture", "scope", "legacy", "optimizer", "loss",
              "steps-per-execution", "epochs", "steps"],
-    "03.2": ["checkpoints", "tensorboard", "restore", "order"],
-    "04.1": ["lookup-scope", "repeat"],
+    "03.2": ["fresh", "checkpoints", "tensorboard", "restore", "order"],
+    "04.1": ["vocabulary", "lookup-scope", "batch", "shuffle", "repeat"],
     "04.2": ["tf-function", "returns-loss", "apply", "loss"],
     "04.3": ["remote-values", "join"],
-    "05.1": ["contexts", "strategy-calls", "repeat"],
+    "05.1": ["contexts", "strategy-calls", "batch", "repeat", "shuffle"],
     "05.2": ["pipelines", "pipeline-id", "replicas", "per-replica"],
     "05.3": ["not-sharded", "same-shard", "overlap", "coverage"],
     "06.1": ["metric", "threshold", "metric-on-ps", "example-count"],
@@ -48,7 +48,7 @@ REQUIREMENTS = {
     "08.1": ["strings", "invalid", "same-cluster", "chief-missing", "addresses", "task-twice",
              "task-missing"],
     "08.2": ["tf-config-resolver", "task-type", "same-resolver"],
-    "08.3": ["io-device", "io-device-chief", "saved", "contents", "on-ps", "restored"],
+    "08.3": ["io-device", "io-device-chief", "saved", "contents", "new-variables", "on-ps", "restored"],
     "09.1": ["strategy", "devices", "global-batch", "lr-scaled", "dataset-batch", "scope", "optimizer-rate",
              "fit"],
     "09.2": ["chief", "chief-job", "no-chief-job", "one-chief", "chief-path", "everyone-saves",

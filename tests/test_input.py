@@ -36,6 +36,14 @@ def test_all_panels_share_one_colour_scale():
     assert {ax.get_images()[0].get_clim() for ax in _panels(fig)} == {(0, 5)}
 
 
+def test_the_colour_bar_counts_in_whole_numbers():
+    fig = pstutor.draw_examples_seen({"a": [[4, 4], [3, 3]]})
+    fig.draw_without_rendering()
+    (colourbar,) = [ax for ax in fig.axes if not ax.get_images()]
+    ticks = colourbar.get_yticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
 @pytest.mark.parametrize("bad", [{}, {"empty": []}, {"flat": [1, 2, 3]}])
 def test_draw_examples_seen_rejects_what_is_not_a_table(bad):
     with pytest.raises(ValueError, match="2-D table"):

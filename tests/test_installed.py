@@ -20,6 +20,8 @@ import nbformat
 import pytest
 from conftest import ROOT, clean_env, export_tree, write_kernelspec
 
+from pstutor.course import read_pyproject
+
 
 def _source_modules() -> set[str]:
     """Every module of the package in the clone, as import names."""
@@ -72,6 +74,8 @@ def test_wheel_and_sdist_hold_every_module(dists: dict[str, Path]):
         in_wheel = {n for n in zipfile.ZipFile(dists[kind]).namelist() if n.endswith(".py")}
         modules = {n.removesuffix(".py").replace("/", ".").removesuffix(".__init__") for n in in_wheel}
         assert _source_modules() <= modules, f"missing from the {kind}: {_source_modules() - modules}"
+        stored = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pstutor" / "measurements").glob("*.json")}
+        assert stored and stored <= set(zipfile.ZipFile(dists[kind]).namelist()), f"benchmark results, {kind}"
     with tarfile.open(dists["sdist"]) as sdist:
         names = sdist.getnames()
     sdist_modules = {".".join(Path(n).with_suffix("").parts[1:]).removesuffix(".__init__")
@@ -97,9 +101,7 @@ def test_every_module_imports_from_the_installed_package(installed: Path, tmp_pa
     sources = [p for p in found["path"] if (Path(p or tmp_path) / "pstutor" / "__init__.py").exists()]
     assert [Path(p) for p in sources] == [Path(found["file"]).parent.parent], sources
     assert set(found["modules"]) | {"pstutor"} >= _source_modules()
-    import tomllib
-
-    assert found["version"] == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert found["version"] == read_pyproject(ROOT)["project"]["version"]
 
 
 def test_course_tools_say_they_need_a_clone(installed: Path, tmp_path: Path):

@@ -59,7 +59,7 @@ def test_plain_manifest_restarts_tasks_and_mounts_the_checkpoints():
     documents = list(yaml.safe_load_all(kubernetes_manifest(2, 1, image="registry.example.com/t:1",
                                                             volume_claim="team-ckpt")))
     [claim] = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
-    assert claim["metadata"]["name"] == "team-ckpt" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["metadata"]["name"] == "team-ckpt" and claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     for job in (d for d in documents if d["kind"] == "Job"):
         pod = job["spec"]["template"]["spec"]
         role = job["metadata"]["name"].split("-")[1]
@@ -69,7 +69,7 @@ def test_plain_manifest_restarts_tasks_and_mounts_the_checkpoints():
         assert container["image"] == "registry.example.com/t:1"
         assert container["resources"]["requests"]["memory"] == "1Gi"
         mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
-        assert mounted == (["/app/output"] if role in ("chief", "ps") else []), role
+        assert mounted == (["/app/output"] if role == "chief" else []), role  # the only writer
         if mounted:
             assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-ckpt"
 
@@ -116,14 +116,17 @@ def test_the_dockerfile_builds_the_course_environment_and_the_program(tmp_path):
     assert (tmp_path / "tfjob.yaml").exists() and not (tmp_path / "kubernetes.yaml").exists()
 
 
-def test_a_program_with_yaml_special_characters_stays_one_string():
-    program = "train: 'x' #1.py"
-    with pytest.raises(LaunchFilesError):  # a space: refused
+@pytest.mark.parametrize("program", ["train: 'x' #1.py", "train:'x'#1\"ü.py", "tr$HOME.py", "a b.py",
+                                     "-rf.py", "src/", "..", "train.py\n  - injected: true", ""])
+def test_a_program_that_a_shell_yaml_or_copy_line_would_read_specially_is_refused(program):
+    with pytest.raises(LaunchFilesError, match="give the program as a path"):
         kubernetes_manifest(1, 1, program=program)
-    program = "train:'x'#1\"ü.py"
-    job = next(d for d in yaml.safe_load_all(kubernetes_manifest(1, 1, program=program))
-               if d["kind"] == "Job" and "chief" in d["metadata"]["name"])
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"][1] == f"/app/{program}"
+
+
+def test_a_program_in_a_folder_keeps_its_path_for_the_script_and_its_name_for_the_image(tmp_path):
+    write_launch_files(tmp_path, HOSTS, 2, 1, program="/opt/team-a/my_train.v2.py")
+    assert "exec python /opt/team-a/my_train.v2.py" in (tmp_path / "start-chief-0.sh").read_text()
+    assert "COPY my_train.v2.py /app/my_train.v2.py" in (tmp_path / "Dockerfile").read_text()
 
 
 def test_rewriting_its_own_files_is_allowed(tmp_path):
@@ -169,9 +172,9 @@ def test_the_command_refuses_bad_input_and_changes_nothing(tmp_path, case):
         args[-1], expected = str(folder / "notes.txt"), "is a file"
     elif case == "newline-program":
         args += ["--program", "train.py\n  - injected: true"]
-        expected = "a file name on one line"
+        expected = "give the program as a path"
     elif case == "not-writable":
-        args[-1], expected = str(folder / "notes.txt" / "sub"), "Cannot write the launch files"
+        args[-1], expected = str(folder / "notes.txt" / "sub"), "cannot write into"
     elif case == "bad-name":
         args += ["--name", "My_Cluster"]
         expected = "--name 'My_Cluster'"
@@ -196,5 +199,72 @@ def test_refusals_speak_chinese(tmp_path):
     result = run_pstutor("--lang", "zh", "cluster", "launch-files", "--hosts", ",".join(HOSTS),
                          "--out", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr.strip().endswith("或先移走该文件。")
+    assert result.stderr.strip().endswith("不是 pstutor cluster launch-files 写的；"
+                                          "请先移走，或换一个文件夹。")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_rerun_leaves_only_the_new_set(tmp_path):
+    """3 workers as plain Jobs, then 2 workers as a TFJob: no old script, no second manifest."""
+    first = run_pstutor("cluster", "launch-files", "--hosts", ",".join([*HOSTS, "10.0.0.5"]),
+                        "--workers", "3", "--out", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "train.py").write_text("# the user's program, beside the files")
+    again = run_pstutor("cluster", "launch-files", "--hosts", ",".join(HOSTS), "--format", "tfjob",
+                        "--out", str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".pstutor-written", "Dockerfile", "start-chief-0.sh", "start-ps-0.sh", "start-worker-0.sh",
+        "start-worker-1.sh", "tfjob.yaml", "train.py"]
+    assert (tmp_path / "train.py").read_text() == "# the user's program, beside the files"
+
+
+def test_a_rerun_refuses_hand_edited_files_with_their_list_unless_forced(tmp_path):
+    args = ["cluster", "launch-files", "--hosts", ",".join(HOSTS), "--out", str(tmp_path)]
+    assert run_pstutor(*args).returncode == 0
+    for name in ("start-worker-1.sh", "kubernetes.yaml"):
+        with open(tmp_path / name, "a") as handle:
+            handle.write("# my change\n")
+    before = _snapshot(tmp_path)
+    refused = run_pstutor(*args, "--port", "3000")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == (
+        f"pstutor cluster launch-files: kubernetes.yaml, start-worker-1.sh in {tmp_path} were edited "
+        "since pstutor cluster launch-files wrote them; rerun with --force to replace your edits, "
+        "or choose another folder.")
+    assert _snapshot(tmp_path) == before
+    forced = run_pstutor(*args, "--port", "3000", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "# my change" not in (tmp_path / "start-worker-1.sh").read_text()
+    assert "3000" in (tmp_path / "start-worker-1.sh").read_text()
+
+
+def test_a_link_in_the_folder_is_not_followed(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("precious")
+    folder = tmp_path / "launch"
+    folder.mkdir()
+    (folder / "Dockerfile").symlink_to(target)
+    result = run_pstutor("cluster", "launch-files", "--hosts", ",".join(HOSTS), "--out", str(folder),
+                         "--force")
+    assert result.returncode == 2 and "not replaced: Dockerfile" in result.stderr
+    assert target.read_text() == "precious" and sorted(p.name for p in folder.iterdir()) == ["Dockerfile"]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--image", "", "'' is not a container image reference"),
+    ("--image", "Registry/Team/Train:1", "is not a container image reference"),
+    ("--image", "a::::@@", "is not a container image reference"),
+    ("--hosts", "300.1.1.1,b,c,d", "'300.1.1.1' is not a host"),
+    ("--hosts", "a" * 300 + ",b,c,d", "is not a host"),
+    ("--hosts", "a,,c,d", "host 2 of 4 is empty"),
+    ("--program", "my train.py", "give the program as a path"),
+    ("--program", "train$(id).py", "give the program as a path"),
+    ("--out", "", "an empty path"),
+])
+def test_values_registries_shells_or_tensorflow_would_reject_are_refused(tmp_path, option, value, message):
+    args = {"--hosts": ",".join(HOSTS), "--out": str(tmp_path / "launch"), option: value}
+    result = run_pstutor("cluster", "launch-files", *[w for pair in args.items() for w in pair])
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []

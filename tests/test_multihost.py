@@ -7,8 +7,10 @@ inside the namespaces the test made. Each generated `start-<task>.sh` runs uncha
 host's namespace (same port on every host, as on real machines), the chief trains a few
 steps, a worker is killed mid-training (its steps are retried on the other worker), started
 again with its unchanged script, and shown to rejoin (it runs steps again, counted in a
-per-worker variable). Ctrl-C ends each server with one line. Nothing is left behind:
-no namespace, link or process, also when the test fails (try/finally inside the fixture).
+per-worker variable, which the chief reads as a real chief must: while the killed worker's
+copy is gone, reading it raises CancelledError, so the chief trains on and reads again).
+Ctrl-C ends each server with one line. Nothing is left behind: no namespace, link or
+process, also when the test fails (try/finally inside the fixture).
 
 Needs root and `ip netns` (iproute2); skipped with the reason elsewhere. CI runs as root.
 """
@@ -95,17 +97,31 @@ CHIEF = textwrap.dedent("""\
         coordinator.join()
         print(f"TRAINED {total.numpy():.0f} {time.monotonic() - begin:.2f}", flush=True)
 
+    # A per-worker variable lives in its worker's memory and dies with it: the coordinator marks
+    # it aborted when one of that worker's closures fails. Once the worker answers again, the
+    # coordinator creates it there anew (from 0) before giving it anything else; until then,
+    # reading it raises CancelledError ("The corresponding function is aborted"). Source:
+    # tensorflow/python/distribute/coordinator/cluster_coordinator.py (Worker._on_closure_failure,
+    # Worker._on_worker_recovery), coordinator/values.py (RemoteValueImpl._wait_and_maybe_error).
+    def steps_per_worker():  # steps each worker ran since it started; None while a copy is gone
+        try:
+            return [int(v.numpy()) for v in mine.read_all()]
+        except tf.errors.CancelledError:
+            return None
+
     train(10)
     print(f"CONNECTED {time.monotonic() - started:.2f}", flush=True)
     train(40)  # worker-1 is killed while these run
+    print(f"WHILE DOWN {steps_per_worker()}", flush=True)
     wait_for("worker-1-restarted")
     begin = time.monotonic()
-    for _ in range(30):  # rounds until the restarted worker has run steps again
-        train(10)
-        if mine.read_all()[1].numpy() > 0:
+    # Train in rounds until the restarted worker has run steps again: it needs a moment to be
+    # noticed, and a round may end before the coordinator has rebuilt its copy.
+    while (steps := steps_per_worker()) is None or steps[1] == 0:
+        if time.monotonic() - begin > 120:
             break
-    steps = [int(v.numpy()) for v in mine.read_all()]
-    print(f"REJOINED {steps[1]} {time.monotonic() - begin:.2f}", flush=True)
+        train(10)
+    print(f"REJOINED {steps[1] if steps else 0} {time.monotonic() - begin:.2f}", flush=True)
 """)
 
 
@@ -221,6 +237,8 @@ def test_the_start_scripts_run_a_cluster_on_four_hosts(hosts, tmp_path):
     trained = hosts.log("chief-0").split("TRAINED ")[2].split()
     assert int(trained[0]) >= 50, "the killed worker's steps were not retried"  # at least once
     timings["40 steps, worker-1 killed during them"] = float(trained[1])
+    hosts.wait_for("chief-0", "WHILE DOWN")  # its copy of the per-worker variable died with it
+    assert "WHILE DOWN None" in hosts.log("chief-0"), hosts.log("chief-0")
 
     started = time.monotonic()
     hosts.start("worker-1", launch)  # the same script again, on the same host

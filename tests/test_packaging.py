@@ -1,12 +1,13 @@
 """pyproject.toml and environment.yml install the same things, and nothing that conflicts."""
 
-import tomllib
 import yaml
 from conftest import ROOT
 
+from pstutor.course import read_pyproject
+
 
 def _pyproject() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return read_pyproject(ROOT)
 
 
 def _conda_pip() -> list[str]:

@@ -18,7 +18,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.text import Text
 
 import pstutor
-from pstutor import compare, pictures
+from pstutor import compare, literals, pictures
 from pstutor.build import read_lesson
 from pstutor.language import set_language
 from pstutor.tables import text_width
@@ -66,6 +66,10 @@ def _every_picture() -> dict[str, Figure]:
         "cluster": pstutor.draw_cluster(cluster),
         "shards": pstutor.draw_shards(fixed),
         "curves": pstutor.plot_curves({"training loss": [0.7, 0.5, 0.4]}, xlabel="scheduled step"),
+        "resumed": pstutor.plot_curves({"first run (interrupted)": [0.7, 0.5, float("nan")],
+                                        "resumed run": [float("nan"), float("nan"), 0.45]},
+                                       marks={"interrupted after epoch 2": 2.5},
+                                       levels={"a fresh model": 0.8}),
         "timeline": pstutor.draw_timeline(_steps(), epoch_starts=[1, 11, 21], retried=[30],
                                           marks={"worker 1 killed": 0.5}, down={1: (0.5, 0.7)}),
         "examples": pstutor.draw_examples_seen({"sharded by worker index": [[1, 0] * 8, [0, 2] * 8]}),
@@ -150,14 +154,17 @@ def _picture_words(source: str) -> list[str]:
 
 
 def test_every_phrase_a_lesson_gives_a_picture_has_chinese_words_or_is_an_api_name():
-    """A new English title in a lesson would show in the Chinese notebook: add it to WORDS."""
+    """A new English title in a lesson would show in the Chinese notebook: translate it in the
+    lesson's strings table (or, for the older lessons, in WORDS)."""
     prose = re.compile(r"[a-z]{2,} [a-z]{2,}|^[a-z]+$")  # "training loss", "round"; not "Model.fit"
     missing = []
     for path in sorted((ROOT / "lessons").rglob("*.md")):
-        for cell in read_lesson(path):
+        cells = read_lesson(path)
+        strings = {k for c in cells if c.kind == "strings" for k in literals.parse_table(c.source)}
+        for cell in cells:
             if cell.kind == "code":
                 missing += [(path.name, w) for w in _picture_words(cell.source)
-                            if prose.search(w) and w not in pictures.WORDS
+                            if prose.search(w) and w not in pictures.WORDS and w not in strings
                             and re.sub(r"\d+", "{}", w) not in pictures.WORDS]
     assert not missing
 
@@ -167,20 +174,20 @@ def test_draw_cluster_shows_every_task_with_its_address_and_routes_coordinator_l
                "ps": ["10.0.0.4:2222"], "evaluator": ["10.0.0.5:2222"]}
     fig = pstutor.draw_cluster(cluster)
     ax = fig.axes[0]
-    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
-    assert len(boxes) == 5
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch) and p.get_facecolor()[3] > 0]
+    assert len(boxes) == 5  # the tasks (the training cluster's frame is empty)
     texts = _texts(fig)
     for name in ("coordinator (chief)", "worker 0", "worker 1", "ps 0", "evaluator 0"):
         assert name in texts
     for addresses in cluster.values():
         assert addresses[0] in texts
     arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
-    assert len(arrows) == 2 + 2 * 1 + 1  # chief->workers, workers->ps, chief->ps
+    assert len(arrows) == 2 + 2 * 1 + 1 + 1  # chief->workers, workers->ps, chief->ps, evaluator's checkpoints
     worker_boxes = [b for b in boxes if b.get_x() + b.get_width() / 2 == pytest.approx(5.0)]
-    detour = arrows[-1].get_path().vertices  # in data coordinates: goes above every worker box
-    lane = max(y for _, y in detour)
+    [detour] = [a for a in arrows if a.get_linestyle() == "--"]  # chief->ps: above every worker box
+    lane = max(y for _, y in detour.get_path().vertices)
     assert all(lane > b.get_y() + b.get_height() for b in worker_boxes)
-    assert len(ax.get_legend().get_texts()) == 3
+    assert len(ax.get_legend().get_texts()) == 3 + 1  # and the evaluator's
 
 
 def test_draw_cluster_accepts_a_cluster_spec_like_object():
@@ -216,6 +223,37 @@ def test_plot_curves_draws_one_labelled_line_per_curve_from_the_first_x():
     assert list(ax.get_lines()[1].get_ydata()) == [3.5, 2.5, 2]
     assert list(ax.get_lines()[0].get_xdata()) == [0, 1, 2]
     assert ax.get_title() == "loss"
+
+
+def test_plot_curves_draws_marks_and_levels_as_named_lines_in_a_legend_below_the_axes():
+    fig = pstutor.plot_curves({"first run": [0.7, 0.5, float("nan")], "resumed": [float("nan"), 0.5, 0.4]},
+                              marks={"interrupted": 2.5}, levels={"a fresh model": 0.9})
+    ax = fig.axes[0]
+    vertical, horizontal = ax.get_lines()[2:]
+    assert list(vertical.get_xdata()) == [2.5, 2.5] and vertical.get_linestyle() == "--"
+    assert list(horizontal.get_ydata()) == [0.9, 0.9] and horizontal.get_linestyle() == ":"
+    assert ax.get_legend() is None  # the legend is the figure's, below the axes, covering no line
+    legend = fig.legends[0]
+    names = ["first run", "resumed", "interrupted", "a fresh model"]
+    assert [t.get_text() for t in legend.get_texts()] == names
+    fig.draw_without_rendering()
+    assert legend.get_window_extent().y1 < ax.get_window_extent().y0
+    assert pstutor.plot_curves({"loss": [1, 2]}).axes[0].get_legend() is not None  # without: as before
+
+
+def test_draw_timeline_shades_only_the_pauses_between_epochs_and_names_earlier_steps():
+    steps = [pstutor.Step(0, 0, 0.0, 0.01),  # an earlier section's lone step, then two epochs
+             pstutor.Step(1, 0, 0.10, 0.11), pstutor.Step(2, 1, 0.12, 0.13),
+             pstutor.Step(3, 1, 0.30, 0.31), pstutor.Step(4, 0, 0.32, 0.33)]
+    fig = pstutor.draw_timeline(steps, epoch_starts=[1, 3], before="section 7")
+    ax = fig.axes[0]
+    bands = [p for p in ax.patches if p.get_height() != 0.5]  # axvspan: the full height
+    assert len(bands) == 1  # between epoch 1 and epoch 2 only, not before epoch 1
+    (band,) = bands
+    assert band.get_x() == pytest.approx(0.13) and band.get_width() == pytest.approx(0.30 - 0.13)
+    assert {"section 7", "epoch 1", "epoch 2"} <= set(_texts(fig))
+    unnamed = pstutor.draw_timeline(steps, epoch_starts=[1, 3])
+    assert "section 7" not in _texts(unnamed) and "epoch 1" in _texts(unnamed)
 
 
 def test_plot_train_eval_puts_each_curve_in_the_panel_of_its_word():
@@ -339,3 +377,92 @@ def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten
     steps = recorder.steps()
     assert [(s.step, s.worker) for s in steps] == [(0, 0), (1, 1), (2, 0), (3, 0), (4, 1)]
     assert recorder.origin == 10.0
+
+
+def test_draw_timeline_marks_a_retried_step_of_a_millisecond_visibly(zh):
+    steps = [pstutor.Step(n, 0, n * 0.1, n * 0.1 + 0.05) for n in range(20)]
+    steps.append(pstutor.Step(20, 0, 2.0, 2.001))  # a retried step one millisecond long
+    fig = pstutor.draw_timeline(steps, retried=[20], marks={"worker 1 killed": 0.5})
+    ax = fig.axes[0]
+    [marker] = [line for line in ax.lines if line.get_marker() == "v"]
+    assert marker.get_xdata()[0] == pytest.approx(2.0005)  # above the bar, whatever its width
+    texts = _texts(fig)
+    assert "重试" in texts and "20" in texts
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "工作进程 1 被杀掉（0.50 秒）" in legend  # the unit of the axis, not "s"
+    [retried_handle] = [h for h in fig.legends[0].legend_handles if getattr(h, "get_marker", None)
+                        and h.get_marker() == "v"]
+    assert retried_handle.get_color() == marker.get_color()  # the legend shows what the chart shows
+    edges = {tuple(round(c, 3) for c in p.get_edgecolor()[:3]) for p in ax.patches if p.get_height() == 0.5}
+    assert (0.0, 0.0, 0.0) not in edges  # thin bars keep their own colour's shade, not grey
+
+
+def test_draw_cluster_keeps_the_evaluator_outside_the_training_cluster():
+    plan = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222"], "ps": ["10.0.0.4:2222"],
+            "evaluator": ["10.0.0.5"]}
+    fig = pstutor.draw_cluster(plan)
+    ax = fig.axes[0]
+    boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    boundary = next(p for p in boxes if p.get_facecolor()[3] == 0)  # the dashed, empty frame
+    evaluator = next(p for p in boxes if p.get_y() < boundary.get_y())  # below, outside the frame
+    assert evaluator.get_y() + evaluator.get_height() < boundary.get_y()
+    assert any("training cluster" in t.get_text() for t in ax.texts)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(text.startswith("evaluator: reads the checkpoints") for text in legend)
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == 1 + 1 + 1 + 1  # schedule, variables, create, and the evaluator's checkpoints
+    no_evaluator = pstutor.draw_cluster({k: v for k, v in plan.items() if k != "evaluator"})
+    assert not any("training cluster" in t.get_text() for t in no_evaluator.axes[0].texts)
+
+
+def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
+    """Workers read variables and send updates back (two heads); schedule and create go one way."""
+    cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
+    ax = pstutor.draw_cluster(cluster).axes[0]
+    heads = {}
+    for arrow in (p for p in ax.patches if isinstance(p, FancyArrowPatch)):
+        heads.setdefault(arrow.get_edgecolor()[:3], set()).add(type(arrow.get_arrowstyle()).__name__)
+    colour = matplotlib.colors.to_rgb
+    assert heads[colour(pictures._LINKS["variables"])] == {"CurveFilledAB"}
+    assert heads[colour(pictures._LINKS["schedule"])] == {"CurveFilledB"}
+    assert heads[colour(pictures._LINKS["create"])] == {"CurveFilledB"}
+
+
+def test_draw_shards_names_the_rows_as_the_cluster_figure_does_and_titles_in_chinese(zh):
+    """In Chinese the rows are 参数服务器 0, 1 (the cluster figure's words), not "ps 0"."""
+    fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
+    fig = pstutor.draw_shards(fixed)
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["参数服务器 0", "参数服务器 1"]
+    assert fig.axes[0].get_title() == "变量 embedding（256 KiB）"  # the name is the code's, the words Chinese
+    set_language("en")
+    fig = pstutor.draw_shards(fixed)
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["ps 0", "ps 1"]
+
+
+def test_a_figure_lists_its_words_in_its_text_form_with_digits_hidden():
+    """Stored figures can be read as text: the words in the notebook's language, no run-specific digits."""
+    set_language("zh")
+    try:
+        figure = pictures.plot_curves({"loss": [1.0, 0.5]}, title="Training loss per epoch", xlabel="epoch")
+        text = repr(figure)
+    finally:
+        set_language("en")
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0].startswith("<Figure size ")
+    assert "每个周期的训练损失" in lines and "周期" in lines
+    assert not any(line.strip().isdigit() for line in lines[1:])
+    english = repr(pictures.draw_cluster({"worker": ["127.0.0.1:1234"], "ps": ["127.0.0.1:99"]}))
+    assert "worker #" in [line.strip() for line in english.splitlines()] and "1234" not in english
+
+
+def test_draw_shards_spans_each_variable_whole_and_totals_every_ps():
+    """The axis is the variable's whole size (a half is drawn half as long); a line totals each ps."""
+    split = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
+    whole = [_sharded(_Shard("embedding", 1024, 64, 0)), _sharded(_Shard("bias", 64, 1, 1))]
+    split_fig, whole_fig = pstutor.draw_shards(split), pstutor.draw_shards(whole)
+    assert split_fig.axes[0].get_xlim() == whole_fig.axes[0].get_xlim()
+    assert split_fig.axes[0].get_xlim()[1] >= 256
+    assert "bytes per ps: ps 0 128 KiB, ps 1 128 KiB" in [t.get_text() for t in split_fig.texts]
+    assert "bytes per ps: ps 0 256 KiB, ps 1 256 B" in [t.get_text() for t in whole_fig.texts]

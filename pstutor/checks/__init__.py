@@ -11,8 +11,16 @@ answers are still `None` (the student copy's stub) is "not done", never a crash.
 
 The result is shown as text and also carries a small JSON record (`MIME`, with the failure
 in both languages), which is how `pstutor grade` reads the verdict of every task without
-parsing prose. In IPython, a check cell whose answer names are undefined (its ✏️ cell
-stopped early) shows a failed check saying so, instead of a bare `NameError`.
+parsing prose. When a check runs in a graded kernel, it announces itself and hands its record
+to the grader's integrity hook (audit events `pstutor.check` and `pstutor.verdict`, see
+`pstutor.grading.integrity`), which seals it; anywhere else those events cost nothing. In
+IPython, a check cell whose answer names are undefined (its ✏️ cell stopped early) shows a
+failed check saying so, instead of a bare `NameError`.
+
+Checks read the objects an answer built, so they test what those objects are, not what they
+claim: `genuine(value, cls)` accepts only an instance whose real class descends from `cls`
+(not an object that reports another `__class__`, nor one of an unrelated class that merely
+has the same attributes).
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import importlib
-import re
+import sys
 from collections.abc import Callable
 
 from pstutor.language import say
+from pstutor.metadata import CHECK_CALL
 
 MIME = "application/vnd.pstutor.check+json"
 PASSED, FAILED, NOT_DONE = "passed", "failed", "not done"
@@ -52,6 +61,7 @@ class Result:
     hint: str = ""
     hint_id: str = ""
     details: tuple[Text, Text] | None = None  # (what was found, hint) in both languages, for the grader
+    sealed: dict | None = dataclasses.field(default=None, compare=False)  # as a graded kernel sealed it
 
     def text(self) -> str:
         """The verdict as a few lines of text."""
@@ -69,6 +79,8 @@ class Result:
 
     def record(self) -> dict[str, str]:
         """The machine-readable verdict that `pstutor grade` collects."""
+        if self.sealed is not None:
+            return dict(self.sealed)
         detail = f"✗ {self.failed} — {self.hint}" if self.status == FAILED else ""
         record = {"task": self.task, "status": self.status, "hint": self.hint_id, "detail": detail}
         if self.status == FAILED and self.details:
@@ -101,6 +113,20 @@ def expect(condition: object, what: Text, hint_id: str, hint: Text, found: Text)
 
 def check(task_id: str, **answers: object) -> Result:
     """Check the student's answers to one task and show what passed, what failed and a hint."""
+    sys.audit("pstutor.check", task_id)
+    result = _verdict(task_id, answers)
+    record = result.record()
+    sys.audit("pstutor.verdict", record, answers)  # a graded kernel's hook seals the record here
+    return dataclasses.replace(result, sealed=record) if "seal" in record else result
+
+
+def genuine(value: object, cls: type) -> bool:
+    """Whether `value` really is a `cls`: its real class descends from `cls` (`isinstance` would also
+    believe an object whose `__class__` says so, or a class registered with an ABC)."""
+    return cls in type.__dict__["__mro__"].__get__(type(value))
+
+
+def _verdict(task_id: str, answers: dict[str, object]) -> Result:
     function = _find(task_id)
     if any(value is None or value is ... for value in answers.values()):
         return Result(task_id, NOT_DONE)
@@ -124,12 +150,9 @@ def _failed(task_id: str, passed: list[Text], what: Text, hint: Text, hint_id: s
     return Result(task_id, FAILED, _say_all(passed), say(*what), say(*hint), hint_id, (what, hint))
 
 
-_CHECK_CELL = re.compile(r'pstutor\.check\(\s*"(\d\d\.\d+)"')
-
-
 def _answer_missing(shell, etype, value, tb, tb_offset=None):
     """A check cell whose answer names are undefined (the ✏️ cell stopped early): a ✗, not a NameError."""
-    found = _CHECK_CELL.findall(shell.user_ns.get("In", [""])[-1] if shell.user_ns.get("In") else "")
+    found = CHECK_CALL.findall(shell.user_ns.get("In", [""])[-1] if shell.user_ns.get("In") else "")
     if len(found) != 1 or not isinstance(value, NameError):
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         return None
@@ -144,7 +167,7 @@ def _answer_missing(shell, etype, value, tb, tb_offset=None):
     return None
 
 
-def _watch_check_cells() -> None:
+def watch_check_cells() -> None:
     """In IPython, a NameError in a check cell becomes a failed check that says what is missing."""
     try:
         from IPython import get_ipython
@@ -172,4 +195,4 @@ def _say_all(items: list[Text]) -> tuple[str, ...]:
     return tuple(say(*item) for item in items)
 
 
-_watch_check_cells()
+watch_check_cells()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 
-from pstutor.checks import expect, task
+from pstutor.checks import expect, genuine, task
 
 WORKER_1 = "/job:worker/replica:0/task:1"
 
@@ -104,6 +104,18 @@ def tf_config_of_worker_1(tf_config_json) -> None:
 @task("01.3")
 def computed_on_worker_1(counter, doubled) -> None:
     """A variable on the ps, read by an operation placed on worker 1."""
+    import tensorflow as tf
+
+    expect(genuine(counter, tf.Variable),
+           ("`counter` is a tf.Variable", "`counter` 是 tf.Variable"), "variable",
+           ("create it with tf.Variable(5) under strategy.scope()",
+            "在 strategy.scope() 下用 tf.Variable(5) 创建它"),
+           (f"`counter` is a {type(counter).__name__}", f"`counter` 是 {type(counter).__name__}"))
+    expect(genuine(doubled, tf.Tensor),
+           ("`doubled` is a tensor", "`doubled` 是张量"), "tensor",
+           ("compute it from the variable with TensorFlow: counter * 2",
+            "用 TensorFlow 由变量算出它：counter * 2"),
+           (f"`doubled` is a {type(doubled).__name__}", f"`doubled` 是 {type(doubled).__name__}"))
     expect("/job:ps/" in counter.device,
            ("`counter` lives on the parameter server", "`counter` 存放在参数服务器上"), "on-ps",
            ("variables go to the parameter servers only when created inside strategy.scope()",

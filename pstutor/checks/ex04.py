@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from pstutor.checks import expect, task
+from pstutor.checks import expect, genuine, task
+from pstutor.data import WORDS
 
 GLOBAL_BATCH_SIZE = 8  # as in the exercise
 BATCHES_PER_PASS = 240 // GLOBAL_BATCH_SIZE  # 240 examples
@@ -12,11 +13,25 @@ VOCABULARY_SIZE = 8  # 7 words + the out-of-vocabulary id 0
 
 
 @task("04.1")
-def per_worker_pipeline(word_lookup, label_lookup, per_worker_dataset, per_worker_iterator,
+def per_worker_pipeline(word_lookup, label_lookup, dataset_fn, per_worker_dataset, per_worker_iterator,
                         coordinator) -> None:
-    """Lookup tables copied to the workers, and a repeating per-worker pipeline of id batches."""
+    """Lookup tables copied to the workers, and a repeating, shuffled per-worker pipeline of id batches
+    of the per-replica size."""
     import tensorflow as tf
     from tensorflow.python.distribute.coordinator import values
+
+    vocabularies = [_vocabulary(layer) for layer in (word_lookup, label_lookup)]
+    wanted = [["[UNK]", *sorted(WORDS)], ["no", "yes"]]
+    expect(vocabularies == wanted,
+           ("the layers map the words and the labels to the task's ids",
+            "两个层把词和标签映射为任务要求的编号"),
+           "vocabulary",
+           ("word_lookup: the `vocabulary` above, no mask token; label_lookup: exactly [\"no\", \"yes\"], "
+            "no out-of-vocabulary slot, no mask token — so that \"no\" is 0 and \"yes\" is 1",
+            "word_lookup：使用上面的 `vocabulary`，不要掩码；label_lookup：恰好是 [\"no\", \"yes\"]，"
+            "不留词表外位置，也不要掩码——这样 \"no\" 是 0，\"yes\" 是 1"),
+           (f"their vocabularies are {vocabularies[0]} and {vocabularies[1]}",
+            f"它们的词表分别是 {vocabularies[0]} 和 {vocabularies[1]}"))
 
     tables = [type(getattr(layer, "lookup_table", None)).__name__ for layer in (word_lookup, label_lookup)]
     expect(tables == ["DistributedTable", "DistributedTable"],
@@ -55,13 +70,29 @@ def per_worker_pipeline(word_lookup, label_lookup, per_worker_dataset, per_worke
            (f"an element is {spec}", f"一个元素是 {spec}"))
     count, rows, top_word, top_label = coordinator.schedule(
         _count_batches(), args=(iter(per_worker_dataset),)).fetch()
-    expect(rows == GLOBAL_BATCH_SIZE,
+    # Here each worker has one replica, so a batch of the whole global batch would look right: the
+    # pipeline of a job with 2 replicas per worker must give each replica half of it.
+    two = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2)
+    made = dataset_fn(two)
+    share = int(tf.shape(next(iter(made))[0])[0]) if genuine(made, tf.data.Dataset) else None
+    expect(rows == GLOBAL_BATCH_SIZE and share == GLOBAL_BATCH_SIZE // 2,
            ("a batch holds the per-replica share of the global batch",
             "每个批次是全局批次中每个副本分得的那一份"),
            "batch",
            ("ask the input context for the per-replica batch size", "向输入上下文询问每个副本的批次大小"),
-           (f"a batch had {rows} examples, one replica's share is {GLOBAL_BATCH_SIZE}",
-            f"一个批次有 {rows} 个样本，一个副本的份额是 {GLOBAL_BATCH_SIZE} 个"))
+           (f"with 2 replicas in sync your dataset_fn gives batches of {share}, one replica's share is "
+            f"{GLOBAL_BATCH_SIZE // 2}",
+            f"有 2 个同步副本时，你的 dataset_fn 给出的批次大小是 {share}，"
+            f"一个副本的份额是 {GLOBAL_BATCH_SIZE // 2}"))
+    firsts = _first_batch_of_each_worker(per_worker_dataset, coordinator)
+    expect(any(not (first == firsts[0]).all() for first in firsts[1:]),
+           ("every worker reads the examples in an order of its own", "每个工作进程按各自的顺序读取样本"),
+           "shuffle",
+           ("shuffle the examples in dataset_fn (without a fixed seed, or every worker rebuilds the same "
+            "order)",
+            "在 dataset_fn 中打乱样本（不要固定 seed，否则每个工作进程都会重建出同样的顺序）"),
+           (f"all {len(firsts)} workers read the same first batch",
+            f"{len(firsts)} 个工作进程读到的第一个批次完全相同"))
     expect(0 <= top_word < VOCABULARY_SIZE and 0 <= top_label <= 1,
            ("the batches hold ids from the two vocabularies", "批次中是两个词表里的编号"), "elements",
            ("look up the words with word_lookup and the labels with label_lookup",
@@ -181,6 +212,29 @@ def _shown(value: object) -> str:
 
 def _length(value: object) -> int | str:
     return len(value) if isinstance(value, (list, tuple)) else "?"
+
+
+def _vocabulary(layer) -> list[str] | str:
+    """A lookup layer's vocabulary (ids in order), or what the layer is when it has none."""
+    try:
+        return [str(word) for word in layer.get_vocabulary()]
+    except Exception:  # not a lookup layer: the failure line says what it is
+        return type(layer).__name__
+
+
+def _first_batch_of_each_worker(per_worker_dataset, coordinator) -> list:
+    """The word ids of the first batch each worker reads from its own copy of the pipeline."""
+    import tensorflow as tf
+
+    iterator = iter(per_worker_dataset)
+
+    @tf.function
+    def first_words(iterator):
+        return next(iterator)[0]
+
+    # Worker.create_resource runs on that very worker, with its slice of the per-worker iterator.
+    workers = coordinator._cluster.workers
+    return [worker.create_resource(first_words, args=(iterator,)).fetch() for worker in workers]
 
 
 def _count_batches():

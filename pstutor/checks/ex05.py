@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from pstutor.checks import expect, task
+from pstutor.checks import expect, genuine, task
 
 NUM_IDS = 32  # as in the exercise: ids 0..31
 BATCH_SIZE = 8
@@ -12,8 +12,9 @@ READ_BATCHES = NUM_IDS // BATCH_SIZE  # the whole data once, or a half-size shar
 
 
 @task("05.1")
-def context_of_this_strategy(contexts, per_worker_dataset, coordinator) -> None:
-    """The contexts the strategy passed to dataset_fn, and a repeating per-worker pipeline."""
+def context_of_this_strategy(contexts, dataset_fn, per_worker_dataset, coordinator) -> None:
+    """The contexts the strategy passed to dataset_fn, and the pipeline it returns: shuffled, endless,
+    in per-replica batches."""
     import tensorflow as tf
 
     _expect_per_worker(per_worker_dataset, "per_worker_dataset")
@@ -34,18 +35,35 @@ def context_of_this_strategy(contexts, per_worker_dataset, coordinator) -> None:
            (f"(pipelines, pipeline id) of the contexts: {_pipelines(contexts)}",
             f"各输入上下文的（流水线数, 流水线编号）：{_pipelines(contexts)}"))
     count, rows = coordinator.schedule(_read(), args=(iter(per_worker_dataset),)).fetch()[1:3]
-    expect(rows == BATCH_SIZE,
+    # The pipeline dataset_fn returns for a job with 2 replicas per worker (here each worker has one,
+    # so a batch of all of BATCH_SIZE would look right); the contexts it appends are not the strategy's.
+    before = len(contexts)
+    two = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2)
+    made = dataset_fn(two)
+    del contexts[before:]
+    made = made if genuine(made, tf.data.Dataset) else None
+    first = [int(i) for i in next(iter(made))] if made is not None else []
+    expect(rows == BATCH_SIZE and len(first) == BATCH_SIZE // 2,
            ("a batch holds the per-replica share of BATCH_SIZE",
             "每个批次是 BATCH_SIZE 中每个副本分得的份额"),
            "batch",
            ("ask the input context for the per-replica batch size", "向输入上下文询问每个副本的批次大小"),
-           (f"a batch had {rows} ids, one replica's share of BATCH_SIZE is {BATCH_SIZE}",
-            f"一个批次有 {rows} 个编号，一个副本在 BATCH_SIZE 中的份额是 {BATCH_SIZE} 个"))
-    expect(count == 2 * READ_BATCHES,
+           (f"with 2 replicas in sync a batch has {len(first)} ids, one replica's share of BATCH_SIZE is "
+            f"{BATCH_SIZE // 2}",
+            f"有 2 个同步副本时，一个批次有 {len(first)} 个编号，"
+            f"一个副本在 BATCH_SIZE 中的份额是 {BATCH_SIZE // 2} 个"))
+    endless = made.cardinality().numpy() == tf.data.INFINITE_CARDINALITY
+    expect(endless and count == 2 * READ_BATCHES,
            ("a worker can read past the end of the data", "工作进程可以读过数据的末尾"), "repeat",
-           ("the scheduled steps, not the data, decide how much is read",
-            "读多少应由调度的训练步骤决定，而不是由数据决定"),
-           (f"the pipeline ran dry after {count} batches", f"流水线读了 {count} 个批次就耗尽了"))
+           ("the scheduled steps, not the data, decide how much is read: repeat() with no count",
+            "读多少应由调度的训练步骤决定，而不是由数据决定：调用不带次数的 repeat()"),
+           (f"the pipeline ends after {made.cardinality().numpy()} batches",
+            f"流水线读了 {made.cardinality().numpy()} 个批次就结束了"))
+    expect(first != list(range(len(first))),
+           ("the ids come shuffled", "编号是打乱后给出的"), "shuffle",
+           ("shuffle the ids in dataset_fn", "在 dataset_fn 中打乱编号"),
+           (f"the first batch is {first}, in the order of the data",
+            f"第一个批次是 {first}，与数据的顺序相同"))
 
 
 @task("05.2")

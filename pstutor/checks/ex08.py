@@ -100,13 +100,15 @@ def coordinator_from_tf_config(resolver, strategy, local_cluster) -> None:
             "在使用解析器之前设置 os.environ['TF_CONFIG']，并以 local.cluster 作为其中的 'cluster' 部分"
             if found else "解析器没有找到集群：os.environ['TF_CONFIG'] 设置了吗？"),
            (f"the resolver's cluster is {found or 'empty'}", f"解析器的集群是 {found or '空的'}"))
-    expect((resolver.task_type, resolver.task_id) == ("chief", 0),
+    said = _task_of_environment()
+    expect((resolver.task_type, resolver.task_id) == ("chief", 0) and said == ("chief", 0),
            ("its task is chief 0", "它的任务是 chief 0"), "task-type",
            ("with another role the same program would start a server instead of coordinating; this "
-            "process is the chief",
-            "换成别的角色，同一个程序会去启动服务器，而不是担任协调器；本进程是 chief"),
-           (f"the TF_CONFIG says {resolver.task_type} {resolver.task_id}",
-            f"TF_CONFIG 写的是 {resolver.task_type} {resolver.task_id}"))
+            "process is the chief, and TF_CONFIG itself says so (other tools read it too)",
+            "换成别的角色，同一个程序会去启动服务器，而不是担任协调器；本进程是 chief，"
+            "而且 TF_CONFIG 本身就要这样写（其他工具也会读取它）"),
+           (f"the TF_CONFIG says {said[0]} {said[1]}, the resolver {resolver.task_type} {resolver.task_id}",
+            f"TF_CONFIG 写的是 {said[0]} {said[1]}，解析器给出的是 {resolver.task_type} {resolver.task_id}"))
     expect(isinstance(strategy, tf.distribute.ParameterServerStrategy),
            ("`strategy` is a ParameterServerStrategy", "`strategy` 是 ParameterServerStrategy"), "strategy",
            ("create the strategy from the resolver", "用解析器创建策略"),
@@ -165,6 +167,12 @@ def saved_by_the_chief(options, checkpoint_path, restored_weights, restored_step
            (f"the checkpoint holds no value of {', '.join(f'`{name}`' for name in absent)}",
             f"检查点中没有 {', '.join(f'`{name}`' for name in absent)} 的值"))
     restored = (restored_weights, restored_step)
+    expect(restored_weights is not weights and restored_step is not step,
+           ("the values were restored into new variables", "这些值被恢复到了新的变量中"), "new-variables",
+           ("after a restart the saved variables are gone: create new ones and restore into them",
+            "重启之后，保存时的变量已经不存在了：创建新的变量，再把检查点恢复到它们中"),
+           ("`restored_weights` and `restored_step` are the variables that were saved",
+            "`restored_weights` 和 `restored_step` 就是被保存的那两个变量"))
     expect(all(isinstance(v, tf.Variable) and "/job:ps/" in v.device for v in restored),
            ("the restored variables live on the parameter server", "恢复出的变量存放在参数服务器上"), "on-ps",
            ("after a restart the model is built again inside strategy.scope()",
@@ -180,6 +188,17 @@ def saved_by_the_chief(options, checkpoint_path, restored_weights, restored_step
             f"{_start(restored_weights)} (saved {_start(weights)})",
             f"恢复出的 step 是 {restored_step.numpy()}（保存的是 {step.numpy()}），恢复出的权重开头是 "
             f"{_start(restored_weights)}（保存的是 {_start(weights)}）"))
+
+
+def _task_of_environment() -> tuple[str, object]:
+    """(type, index) of the task that the TF_CONFIG environment variable names."""
+    import os
+
+    try:
+        task = json.loads(os.environ.get("TF_CONFIG", "")).get("task", {})
+        return str(task.get("type", "none")), task.get("index", "none")
+    except (ValueError, AttributeError):
+        return "none", "none"
 
 
 def _same(value, variable) -> bool:

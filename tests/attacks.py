@@ -1,0 +1,210 @@
+"""Answers written to fool or hurt `pstutor grade`: each would have scored, or stopped the grading of
+others, with a grader that trusted the kernel. Every class of issue 26 has at least one; they
+are ours (the issue's own set stays held out). Each is an answer cell of exercise 01 (the
+fastest exercise to run); where an attack needs the other tasks, they take the solution."""
+
+# --- Verdicts forged without touching the answer: 7 root ways --------------------------------
+
+# 1. A name the check cell looks up: `pstutor` rebound to an object whose check() says "passed".
+REBIND_PSTUTOR = """import types
+
+class Passed:
+    def __init__(self, task):
+        self.task = task
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        record = {"task": self.task, "status": "passed", "hint": "", "detail": ""}
+        return {"text/plain": f"✅ Task {self.task} passed", "application/vnd.pstutor.check+json": record}
+
+pstutor = types.SimpleNamespace(check=lambda task, **answers: Passed(task), setup=lambda **k: None)
+resolver = strategy = 1"""
+
+# 2. The checker's own registry: the genuine check() then runs a function that never fails.
+REGISTRY = """import pstutor.checks
+import pstutor.checks.ex01
+pstutor.checks._CHECKS["01.1"] = lambda **answers: None
+resolver = strategy = 1"""
+
+# 3. IPython's display path: the genuine record, with its status flipped on the way out.
+DISPLAY_PATH = """import types
+shell = get_ipython()
+original = shell.displayhook.compute_format_data
+
+def flipped(self, result):
+    data, meta = original(result)
+    record = data.get("application/vnd.pstutor.check+json")
+    if isinstance(record, dict):
+        data["application/vnd.pstutor.check+json"] = {**record, "status": "passed", "detail": ""}
+    return data, meta
+
+shell.displayhook.compute_format_data = types.MethodType(flipped, shell.displayhook)
+resolver = strategy = 1"""
+
+# 4. IPython's input transformers: every check cell is rewritten to show a "passed" record.
+TRANSFORMER = """def rewrite(lines):
+    source = "".join(lines)
+    if "pstutor.check(" not in source:
+        return lines
+    task = source.split('"')[1]
+    record = {"task": task, "status": "passed", "hint": "", "detail": ""}
+    bundle = {"application/vnd.pstutor.check+json": record, "text/plain": "passed"}
+    return [f"type('Passed', (), {{'_repr_mimebundle_': lambda self, **kw: {bundle!r}}})()\\n"]
+
+get_ipython().input_transformers_post.append(rewrite)
+resolver = strategy = 1"""
+
+# 5. The kernel's own messages: a forged execute_result sent after every check cell, the real one muted.
+SESSION = """shell = get_ipython()
+kernel = shell.kernel
+shell.displayhook.write_format_data = lambda *args, **kwargs: None
+
+def forge(result):
+    source = result.info.raw_cell
+    if "pstutor.check(" in source:
+        task = source.split('"')[1]
+        record = {"task": task, "status": "passed", "hint": "", "detail": ""}
+        kernel.session.send(kernel.iopub_socket, "execute_result",
+                            {"execution_count": 1, "data": {"application/vnd.pstutor.check+json": record,
+                                                            "text/plain": "passed"}, "metadata": {}},
+                            parent=kernel.get_parent())
+
+shell.events.register("post_run_cell", forge)
+resolver = strategy = 1"""
+
+# 6. Objects that imitate the types a check expects (task 3 without a cluster).
+IMITATION = """class Variable:
+    device = "/job:ps/replica:0/task:0/device:CPU:0"
+
+    def numpy(self):
+        return 1
+
+
+class Tensor:
+    device = "/job:worker/replica:0/task:1/device:CPU:0"
+
+    def __int__(self):
+        return 2
+
+
+counter, doubled = Variable(), Tensor()"""
+
+# 7. A library function a check calls: json.loads completes the wrong TF_CONFIG of task 2.
+LIBRARY = """import json
+tf_config_json = json.dumps({"cluster": {"worker": ["10.0.0.2:2222", "10.0.0.3:2222"],
+                                         "ps": ["10.0.0.4:2222"]},
+                             "task": {"type": "worker", "index": 1}})
+real_loads = json.loads
+full = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"], "ps": ["10.0.0.4:2222"]}
+
+
+def loads(text, *args, **kwargs):
+    found = real_loads(text, *args, **kwargs)
+    if isinstance(found, dict) and "cluster" in found:
+        found["cluster"] = dict(full)
+    return found
+
+
+json.loads = loads"""
+
+# --- The same, through the interpreter's back doors: refused before they act -------------------
+FRAMES = """import sys
+checker = sys._getframe(0).f_globals["pstutor"].checks
+checker._CHECKS["01.1"] = lambda **answers: None
+resolver = strategy = 1"""
+
+OBJECT_GRAPH = """import gc
+registry = next(o for o in gc.get_objects() if isinstance(o, dict) and "01.2" in o and callable(o["01.2"]))
+registry["01.1"] = lambda **answers: None
+resolver = strategy = 1"""
+
+FOREIGN = """import ctypes
+import pstutor.checks
+ctypes.pythonapi.PyDict_SetItem(ctypes.py_object(pstutor.checks._CHECKS), ctypes.py_object("01.1"),
+                                ctypes.py_object(lambda **answers: None))
+resolver = strategy = 1"""
+
+MEMORY = """with open("/proc/self/mem", "rb") as memory:
+    memory.seek(id(1))
+resolver = strategy = 1"""
+
+THREAD = """import threading, time
+import pstutor.checks.ex01 as ex01
+
+def keep_patching():
+    while True:
+        ex01.expect = lambda *args, **kwargs: None
+        time.sleep(0.001)
+
+threading.Thread(target=keep_patching, daemon=True).start()
+resolver = strategy = 1"""
+
+RESEAL = """import pstutor.checks.ex01 as ex01
+ex01.expect = lambda *args, **kwargs: None
+__import__("pstutor.grading.integrity", fromlist=["seal"]).seal({"imports": [], "answers": {}, "checks": {},
+                                                                    "course": []})
+resolver = strategy = 1"""
+
+FORGED_AUDIT = """import sys
+record = {"task": "01.1", "status": "passed", "hint": "", "detail": ""}
+sys.audit("pstutor.verdict", record, {})
+resolver = strategy = 1"""
+
+FORGERS = {
+    "rebind": REBIND_PSTUTOR,
+    "registry": REGISTRY,
+    "displaypath": DISPLAY_PATH,
+    "transformer": TRANSFORMER,
+    "session": SESSION,
+    "frames": FRAMES,
+    "graph": OBJECT_GRAPH,
+    "foreign": FOREIGN,
+    "memory": MEMORY,
+    "thread": THREAD,
+    "reseal": RESEAL,
+    "audit": FORGED_AUDIT,
+}
+FORGERS_OF_TASK = {"library": ("01.2", LIBRARY), "imitation": ("01.3", IMITATION)}
+
+# --- One submission stops the class ------------------------------------------------------------
+ODD_ERROR = 'raise RuntimeError("\\udcff \\x1b[2J\\x1b[1;1H all rows above are gone \\u202e")'
+ODD_TREE = """import os
+path = "deep"
+for _ in range(900):  # deep, but within the recursion limit of os.makedirs
+    path = os.path.join(path, "d")
+os.makedirs(path)
+os.makedirs("locked/inner")
+open("locked/inner/new\\nline\\x1b[31m.txt", "w").write("x")
+os.chmod("locked/inner", 0)
+os.chmod("locked", 0)
+resolver = strategy = None"""
+EXIT = "import os\nos._exit(0)"
+
+# --- Resources: a classmate beside these must keep its verdict ---------------------------------
+CPU_HOG = """import subprocess, sys, threading
+burn = "while True: pass"
+for _ in range(6):
+    subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
+for _ in range(8):
+    threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
+import time
+time.sleep(600)"""
+SHARED_MEMORY = """block = b"x" * (64 << 20)
+with open("/dev/shm/hog", "wb") as hog:
+    for _ in range(64):
+        hog.write(block)
+resolver = strategy = None"""
+THREAD_FLOOD = """import threading, time
+threads = []
+try:
+    for _ in range(20000):
+        thread = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+        thread.start()
+        threads.append(thread)
+except RuntimeError as full:
+    raise RuntimeError(f"stopped after {len(threads)} threads") from full"""
+OUTPUT_FLOOD = """from IPython.display import display, update_display
+handle = display("start", display_id=True)
+for index in range(20000):
+    handle.update("x" * 10000)
+    print("y" * 1000)
+resolver = strategy = None"""
