@@ -41,6 +41,8 @@ the source and run `pstutor build`.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
 import dataclasses
 import json
@@ -432,7 +434,15 @@ def execute(notebook: nbformat.NotebookNode, folder: Path, timeout: int = 600) -
         notebook, timeout=timeout, kernel_name="python3", record_timing=False,
         resources={"metadata": {"path": str(folder)}},
     )
-    client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: shutdown noise, not cells
+    try:
+        client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: shutdown noise, not cells
+    finally:
+        # Stopped mid-run (Ctrl-C, kill), nbclient can leave its exit hook registered after it
+        # has already cleaned up, and the hook then prints a traceback as the process exits.
+        atexit.unregister(client._cleanup_kernel)
+        if client.km is not None:
+            with contextlib.suppress(Exception):
+                client._cleanup_kernel()
     notebook.metadata = render_metadata(notebook)
 
 

@@ -388,7 +388,9 @@ def install(key: memoryview, work: str) -> None:
     def snapshot() -> dict:
         modules, classes, functions = {}, {}, {}
         for name, module in list_(dict_items(modules_dict)):
-            if type_(name) is not str_ or not is_module(module):
+            # The notebook's own namespace is the course cells' and the answers' to rebind (a
+            # later cell builds a new `model`); a check reads it only through its arguments.
+            if type_(name) is not str_ or not is_module(module) or name == "__main__":
                 continue
             namespace = module_dict(module)
             own = name == "pstutor" or str_startswith(name, "pstutor.")
