@@ -54,6 +54,25 @@ def wait_gone(pids: list[int], seconds: float = 15.0) -> list[int]:
     return left
 
 
+_KERAS_3_SEEN: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _tensorflow_stays_keras_2(request: pytest.FixtureRequest):
+    """Fail the test that made this process's TensorFlow use Keras 3.
+
+    Tests import TensorFlow in this process after `pstutor.setup()`; one that imports it
+    before (directly, or through a helper that does) makes tf.keras Keras 3 for every later
+    test, which then fail far from the cause. This names the cause, once.
+    """
+    yield
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and not getattr(tf, "_tf_uses_legacy_keras", True) and not _KERAS_3_SEEN:
+        _KERAS_3_SEEN.append(request.node.nodeid)
+        pytest.fail("this test imported TensorFlow without pstutor.setup() first: tf.keras is now Keras 3 "
+                    "for every later test in this process")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a kernel, server or child process started by a test is still alive."""
     deadline = time.monotonic() + 15

@@ -211,22 +211,7 @@ def gradescope_json(result: StudentResult) -> bytes:
                 "visibility": "visible",
             }
         )
-    waiting = result.flagged()
-    output = shown(
-        {
-            "en": f"{_number(result.score())} of {_number(result.max_score())} points.",
-            "zh": f"得分 {_number(result.score())} / {_number(result.max_score())}。",
-        },
-        lang,
-    )
-    if waiting:
-        output += "\n" + shown(
-            {
-                "en": f"{', '.join(waiting)} wait for your teacher's review (0 points until then).",
-                "zh": f"{'、'.join(waiting)} 等待老师查看（在此之前计 0 分）。",
-            },
-            lang,
-        )
+    output = _summary(result, lang)
     payload = {
         "score": result.score(),
         "output": output,
@@ -260,14 +245,15 @@ def prairielearn_json(result: StudentResult) -> bytes:
     payload = {
         "gradable": True,
         "score": result.score() / total if total else 0.0,
-        "message": _task_output_summary(result, lang),
+        "message": _summary(result, lang),
         "tests": tests,
         MARK: mark,
     }
     return _json(payload)
 
 
-def _task_output_summary(result: StudentResult, lang: str) -> str:
+def _summary(result: StudentResult, lang: str) -> str:
+    """The points, and which tasks wait for the teacher's review: one text for every format."""
     waiting = result.flagged()
     line = shown(
         {
@@ -279,8 +265,8 @@ def _task_output_summary(result: StudentResult, lang: str) -> str:
     if waiting:
         line += " " + shown(
             {
-                "en": f"{', '.join(waiting)} wait for your teacher's review.",
-                "zh": f"{'、'.join(waiting)} 等待老师查看。",
+                "en": f"{', '.join(waiting)} wait for your teacher's review (0 points until then).",
+                "zh": f"{'、'.join(waiting)} 等待老师查看（在此之前计 0 分）。",
             },
             lang,
         )
