@@ -35,6 +35,7 @@ WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscale
 MIN_POINTS = 9.0
 ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#e6a0a4"}
 
+
 class CourseFigure(Figure):
     """A figure whose text form lists the words it shows, one per line.
 

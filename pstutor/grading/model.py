@@ -38,7 +38,7 @@ def shown(message: Text | None, lang: str | None = None) -> str:
 
 def status_word(status: str, lang: str | None = None) -> str:
     """A task's status as a word of the table's language (default: the current language)."""
-    return words(status, lang)
+    return words(status, lang) if status in STATUSES else status
 
 
 @dataclasses.dataclass
