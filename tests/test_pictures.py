@@ -395,7 +395,7 @@ def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten
 def test_draw_timeline_marks_a_retried_step_of_a_millisecond_visibly(zh):
     steps = [pstutor.Step(n, 0, n * 0.1, n * 0.1 + 0.05) for n in range(20)]
     steps.append(pstutor.Step(20, 0, 2.0, 2.001))  # a retried step one millisecond long
-    fig = pstutor.draw_timeline(steps, retried=[20], marks={"工作进程 1 被杀掉": 0.5})  # as lesson 07 gives it
+    fig = pstutor.draw_timeline(steps, retried=[20], marks={"工作进程 1 被杀掉": 0.5})  # lesson 07's
     ax = fig.axes[0]
     [marker] = [line for line in ax.lines if line.get_marker() == "v"]
     assert marker.get_xdata()[0] == pytest.approx(2.0005)  # above the bar, whatever its width
