@@ -1,16 +1,26 @@
 """Execute every notebook in a fresh kernel; print wall time (kernel start included) and peak memory.
 
-    python benchmarks/notebooks.py [--lang en|zh|all] [--folders notebooks,solutions,exercises] [NN ...]
+    python benchmarks/notebooks.py [--lang en|zh|all] [--folders notebooks,solutions,exercises]
+                                   [--rounds N] [--guide parameter_server_training.ipynb] [NN ...]
 
 A benchmark, not a test: run it on an otherwise idle target machine (2 cores). Each row is
 marked against the course's budget: lessons 01-06 under 20 s each, 07-09 under 45 s, and
 the nine lessons of one language under 3 minutes together.
+
+With `--guide`, the official guide's notebook (tensorflow/docs
+site/en/tutorials/distribute/parameter_server_training.ipynb; its pip cell dropped and
+`pstutor.setup()` put first, so that it runs under tf-keras) runs before every notebook, and
+each row is also marked against the guide's median of the same run: lessons 01-06 may take as
+long as the guide, 07-09 twice as long. A row shows the median of `--rounds` runs and their
+lowest and highest.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -49,6 +59,22 @@ def run(path: Path) -> tuple[float, float]:
     return time.perf_counter() - started, peak[0] / 2**20
 
 
+def guide_notebook(path: Path, folder: Path) -> Path:
+    """The official guide as it can run here: no pip cell, `pstutor.setup()` first."""
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells = [cell for cell in notebook.cells
+                      if not (cell.cell_type == "code" and cell.source.lstrip().startswith("!pip"))]
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("import pstutor\npstutor.setup()"))
+    runnable = folder / "parameter_server_training.ipynb"
+    nbformat.write(notebook, runnable)
+    return runnable
+
+
+def guide_factor(path: Path) -> float:
+    """How many times the guide's wall time a notebook may take."""
+    return 2.0 if path.stem[:2] in ("07", "08", "09") else 1.0
+
+
 def budget(path: Path) -> float:
     """Seconds a notebook may take on the 2-core machine."""
     return 45.0 if path.stem[:2] in ("07", "08", "09") else 20.0
@@ -59,6 +85,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lang", choices=("en", "zh", "all"), default="all")
     parser.add_argument("--folders", default="notebooks,solutions,exercises")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--guide", type=Path, default=None,
+                        help="the official guide's notebook, to run before every notebook and compare with")
     parser.add_argument("--course", type=Path, default=None,
                         help="the clone of the course (default: found from the working directory)")
     parser.add_argument("lessons", nargs="*")
@@ -67,22 +96,50 @@ def main() -> None:
         root = find_course(args.course)
     except CourseNotFoundError as err:
         parser.error(str(err))
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    with tempfile.TemporaryDirectory() as scratch:
+        guide = guide_notebook(args.guide, Path(scratch)) if args.guide else None
+        report(root, args, guide)
+
+
+def report(root: Path, args: argparse.Namespace, guide: Path | None) -> None:
+    """Time each notebook `args.rounds` times (the guide before each run) and print the rows."""
     langs = ("en", "zh") if args.lang == "all" else (args.lang,)
     totals: dict[tuple[str, str], float] = {}
-    print(f"{'notebook':<42} {'seconds':>8} {'budget':>7} {'peak MiB':>9}")
+    guide_runs: list[float] = []
+    rows = []
+    print(f"{'notebook':<42} {'median s':>8} {'low-high':>11} {'budget':>7} {'peak MiB':>9}"
+          + (f" {'/ guide':>8}" if guide else ""))
     for folder in args.folders.split(","):
         for lang in langs:
             for path in sorted((root / folder / lang).glob("*.ipynb")):
                 if args.lessons and not any(path.stem.startswith(n) for n in args.lessons):
                     continue
-                seconds, mib = run(path)
+                runs, peak = [], 0.0
+                for _ in range(args.rounds):
+                    if guide:
+                        guide_runs.append(run(guide)[0])
+                    seconds, mib = run(path)
+                    runs.append(seconds)
+                    peak = max(peak, mib)
+                seconds = statistics.median(runs)
                 totals[folder, lang] = totals.get((folder, lang), 0.0) + seconds
                 mark = "ok" if seconds <= budget(path) else "OVER"
                 name = f"{folder}/{lang}/{path.name}"
-                print(f"{name:<42} {seconds:8.1f} {mark:>7} {mib:9.0f}", flush=True)
+                line = f"{name:<42} {seconds:8.1f} {min(runs):5.1f}-{max(runs):<5.1f} {mark:>7} {peak:9.0f}"
+                print(line, flush=True)
+                rows.append((path, seconds, line))
     for (folder, lang), total in totals.items():
         mark = ("ok" if total <= 180 else "OVER") if folder == "notebooks" else ""
-        print(f"{'total ' + folder + '/' + lang:<42} {total:8.1f} {mark:>7}")
+        print(f"{'total ' + folder + '/' + lang:<42} {total:8.1f} {'':11} {mark:>7}")
+    if guide_runs:
+        middle = statistics.median(guide_runs)
+        print(f"\nthe guide: median {middle:.1f} s of {len(guide_runs)} runs "
+              f"({min(guide_runs):.1f}-{max(guide_runs):.1f} s)")
+        for path, seconds, line in rows:
+            ratio = seconds / middle
+            print(f"{line} {ratio:7.2f}x {'ok' if ratio <= guide_factor(path) else 'OVER'}")
 
 
 if __name__ == "__main__":

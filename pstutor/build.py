@@ -41,13 +41,12 @@ the source and run `pstutor build`.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import copy
 import dataclasses
 import json
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 import nbformat
@@ -428,22 +427,35 @@ def dumps(notebook: dict) -> str:
 
 def execute(notebook: nbformat.NotebookNode, folder: Path, timeout: int = 600) -> None:
     """Run every cell in a fresh kernel (working directory `folder`), storing outputs."""
-    from nbclient import NotebookClient
-
-    client = NotebookClient(
+    client = _client_class()(
         notebook, timeout=timeout, kernel_name="python3", record_timing=False,
         resources={"metadata": {"path": str(folder)}},
     )
-    try:
-        client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: shutdown noise, not cells
-    finally:
-        # Stopped mid-run (Ctrl-C, kill), nbclient can leave its exit hook registered after it
-        # has already cleaned up, and the hook then prints a traceback as the process exits.
-        atexit.unregister(client._cleanup_kernel)
-        if client.km is not None:
-            with contextlib.suppress(Exception):
-                client._cleanup_kernel()
+    client.execute(stderr=subprocess.DEVNULL)  # the kernel's own stderr: shutdown noise, not cells
     notebook.metadata = render_metadata(notebook)
+
+
+def _client_class() -> type:
+    """nbclient's NotebookClient, with a kernel clean-up that runs once, whoever calls it first.
+
+    A build runs beside the command's main thread (see `pstutor build`). Stopped mid-run, the
+    build's thread shuts its kernel down while nbclient's exit hook, in the main thread, may
+    try the same: unguarded, the second finds the kernel manager gone and prints a traceback.
+    """
+    from jupyter_core.utils import run_sync
+    from nbclient import NotebookClient
+
+    class OnceCleanedClient(NotebookClient):
+        _cleanup_lock = threading.Lock()
+
+        async def _async_cleanup_kernel(self) -> None:
+            with self._cleanup_lock:  # each caller runs its own event loop in its own thread
+                if self.km is not None:
+                    await super()._async_cleanup_kernel()
+
+        _cleanup_kernel = run_sync(_async_cleanup_kernel)
+
+    return OnceCleanedClient
 
 
 def render_metadata(notebook: nbformat.NotebookNode) -> dict:

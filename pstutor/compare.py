@@ -74,7 +74,7 @@ def compare(
     milliseconds is noise). `batch_size` is per replica and the learning rate is scaled by
     the number of replicas. Records hold: strategy, training (sync/async), replicas,
     global_batch, examples_per_s, steps_per_s, loss (on all the data, after the warm-up and
-    the first `examples`: the same examples for every strategy), startup_s (from launch until
+    the first `examples`: as many examples for every strategy), startup_s (from launch until
     the strategy and the model are ready), warmup_s, changed_lines (strategy-specific lines,
     compared with no strategy), and steps_per_execution, examples and seconds (what was timed)
     and processes (how many the run started).

@@ -24,7 +24,7 @@ NUM_FEATURES = 8
 NUM_EXAMPLES = 1024
 # Traced and trained before the clock starts (timed as the warm-up). 512 = 64 x 8: whole
 # executions of steps_per_execution=8 at a global batch of 32 or 64, so every strategy warms
-# up on the same number of examples and all losses are measured after the same training.
+# up on the same number of examples and all losses are measured after as many examples.
 WARMUP_EXAMPLES = 512
 
 
@@ -75,7 +75,8 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
     Start-up ends when the strategy and the model are ready; the warm-up (tracing) is timed on
     its own. Then whole epochs of `examples` are trained and timed until at least `min_seconds`
     were measured; the loss is taken after the first timed epoch, so that every strategy's loss
-    comes after the same examples however fast it runs.
+    comes after the same number of examples however fast it runs (under the parameter server,
+    which examples each worker read depends on how many closures it ran).
     """
     import pstutor
 

@@ -642,7 +642,7 @@ def draw_comparison(
     a line spans the lowest to the highest round, so that overlapping spreads can be seen.
     Examples per second are on a logarithmic axis, where a strategy 30 times slower than
     another is still readable; the loss axis is zoomed to the losses. Rows are coloured by
-    synchronous, asynchronous or no distribution, and named by `labels` (strategy -> row
+    synchronous, asynchronous or no strategy, and named by `labels` (strategy -> row
     label, in the lesson's language; default: the strategy). The default title names the CPU
     cores (`cores`, default this machine's) of the machine that measured.
     """
@@ -654,8 +654,8 @@ def draw_comparison(
     panels = (
         ("examples_per_s", say("examples per second\n(log scale)", "每秒样本数\n（对数坐标）"), "{:,.0f}"),
         ("startup_s", say("start-up (s)", "启动时间（秒）"), "{:.1f}"),
-        ("loss", say("loss after the same examples\n(axis zoomed)", "相同样本数之后的损失\n（坐标轴已放大）"),
-         "{:.4f}"),
+        ("loss", say("loss after the same number\nof examples (axis zoomed)",
+                     "相同样本数之后的损失\n（坐标轴已放大）"), "{:.4f}"),
     )
     for ax, (key, name, text) in zip(axes, panels, strict=True):
         rounds = [_values(r[key]) for r in results]
@@ -688,7 +688,7 @@ def draw_comparison(
     axes[0].set_ylim(len(results) - 0.5, -0.5)  # first record on top
     handles = [Patch(facecolor=colours[key], edgecolor="black", label=name) for key, name in (
         ("sync", say("synchronous", "同步")), ("async", say("asynchronous", "异步")),
-        ("-", say("no distribution", "不使用分布式")))]
+        ("-", say("no strategy", "不使用策略")))]
     if any(len(_values(r["examples_per_s"])) > 1 for r in results):
         ring = {"marker": "o", "markerfacecolor": "white", "markeredgecolor": "#555555"}
         dot = {"marker": "o", "color": "#555555", "markerfacecolor": "#cccccc", "markeredgecolor": "black"}
