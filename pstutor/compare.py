@@ -31,7 +31,7 @@ from pstutor import compare_worker
 from pstutor.language import say
 from pstutor.measured import FOLDER, measurement
 from pstutor.processes import Child, stop
-from pstutor.tables import VALUE_WORDS, align, text_width, word
+from pstutor.tables import align, text_width, value_word, word
 from pstutor.tf_config import cluster_dict, make_tf_config
 
 STRATEGIES = ("none", "mirrored", "ps", "mwms")
@@ -168,8 +168,7 @@ def changed_lines(name: str) -> int:
 def format_table(results: Sequence[dict]) -> str:
     """The records as an aligned text table in the course's language (no pandas needed)."""
     headers = [word(column) for column in COLUMNS]
-    training = {key: say(*words) for key, words in VALUE_WORDS.items()}
-    rows = [(r["strategy"], training.get(r["training"], r["training"]), str(r["replicas"]),
+    rows = [(r["strategy"], value_word(r["training"]), str(r["replicas"]),
              str(r["global_batch"]),
              f"{r['examples_per_s']:,.0f}", f"{r['steps_per_s']:,.0f}", f"{r['loss']:.4f}",
              f"{r['startup_s']:.1f}", f"{r['warmup_s']:.1f}", str(r["changed_lines"])) for r in results]

@@ -1,14 +1,75 @@
-"""The course's terms in both languages (COURSE.md's glossary), read by the build's tests.
+"""The course's words and terms in both languages: one table the helpers and the tests read.
 
-One concept, one Chinese term: a learner who meets 副本 for a replica in lesson 01 must not
-meet it for a copy of a dataset in lesson 05. `AVOID` lists the variants readers stumbled on,
-each with the term to use instead; `tests/test_chinese.py` fails on any of them in Chinese
-prose, figures and printed lines.
+`WORDS` is every label the helpers print or draw themselves (table columns, progress lines,
+a figure's title or curve, a task's status) with its Chinese: the one place such a word is
+translated, so a new label cannot quietly stay English in a Chinese notebook. Sentences are
+written in place with `say(en, zh)`, and a lesson's own literals in its `strings` table.
+`tests/test_chinese.py` fails on an entry nothing uses and on English in a Chinese output.
+
+One concept, one Chinese term (`TERMS`, COURSE.md's glossary): a learner who meets 副本 for a
+replica in lesson 01 must not meet it for a copy of a dataset in lesson 05. `AVOID` lists the
+variants readers stumbled on, each with the term to use instead; the tests fail on any of them
+in Chinese prose, figures and printed lines.
 """
 
 from __future__ import annotations
 
 import re
+
+from pstutor.language import say
+
+# English label -> Chinese, with the glossary's terms
+WORDS = {
+    # columns of printed tables and the metrics of progress lines (keyed in `pstutor.tables.COLUMNS`)
+    "accuracy": "准确率",
+    "bytes": "字节数",
+    "changed lines": "改动行数",
+    "concats": "拼接次数",
+    "device": "设备",
+    "epoch": "周期",
+    "examples/s": "样本/秒",
+    "global batch": "全局批次大小",
+    "held-out accuracy": "留出集准确率",
+    "learning rate": "学习率",
+    "loss": "损失",
+    "ms per step": "每步毫秒数",
+    "partitioner": "分区器",
+    "rank": "名次",
+    "reads": "读取次数",
+    "replicas": "副本数",
+    "s": "秒",
+    "shape": "形状",
+    "shard": "分片",
+    "start-up s": "启动秒数",
+    "step": "步骤",
+    "steps/s": "步/秒",
+    "strategy": "策略",
+    "task": "任务",
+    "training": "训练方式",
+    "updates": "更新次数",
+    "variable": "变量",
+    "variables": "变量数",
+    "warm-up s": "预热秒数",
+    "worker": "工作进程",
+    # table cells that are words, not names
+    "sync": "同步",
+    "async": "异步",
+    # curves and titles of the demo's figure
+    "custom loop": "自定义训练循环",
+    "Training loss per epoch": "每个周期的训练损失",
+    # a graded task's status (`pstutor.grading.model.STATUSES`)
+    "passed": "通过",
+    "failed": "未通过",
+    "not attempted": "未作答",
+    "crashed": "崩溃",
+    "invalid": "无效",
+}
+
+
+def words(text: str, lang: str | None = None) -> str:
+    """`text` in `lang` (default: the current language): its Chinese from `WORDS`, or `text` itself."""
+    return say(text, WORDS.get(text, text), lang)
+
 
 TERMS = {
     "parameter server (ps)": "参数服务器",

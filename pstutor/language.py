@@ -24,7 +24,8 @@ def say(en: str, zh: str, lang: str | None = None) -> str:
 
     The course's one way to hold a text in both languages: the two versions side by side
     where the text is used. Lesson code gets its Chinese from its source's strings table
-    (`pstutor.literals`), and the glossary's terms live in `pstutor.glossary`.
+    (`pstutor.literals`); the helpers' labels (columns, figure words, statuses) and the
+    glossary's terms live in one table, `pstutor.glossary`.
     """
     return zh if (lang or _current) == "zh" else en
 

@@ -2,9 +2,10 @@
 
 Figures are created without pyplot, so a notebook shows each exactly once (as the cell's
 value) and the command line can save them without a display. They speak the course's
-language (`pstutor.setup(lang=...)`): the helpers' own words, and the titles, labels and
-curve names a lesson passes, are looked up in `WORDS`; numbers and API names stay as they
-are. In Chinese the CJK glyphs come from the font of `pstutor.fonts`.
+language (`pstutor.setup(lang=...)`): the helpers' own words are said in both languages, and
+a title, label or curve name a lesson passes is looked up in `pstutor.glossary.WORDS` (a
+lesson's own phrases come translated from its strings table); numbers and API names stay as
+they are. In Chinese the CJK glyphs come from the font of `pstutor.fonts`.
 
 Every figure is at most `WIDTH` inches wide and its text at least `MIN_POINTS` points, so
 it is shown unscaled and legible in a JupyterLab or Colab output cell (about 800 pixels).
@@ -27,57 +28,12 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from pstutor.fonts import use_language_font
+from pstutor.glossary import words
 from pstutor.language import current_language, say
 
 WIDTH = 8.0  # inches; at matplotlib's 100 dpi an 800-pixel image, shown unscaled
 MIN_POINTS = 9.0
 ROLE_COLOURS = {"chief": "#f4a259", "worker": "#5b8e7d", "ps": "#8cb369", "evaluator": "#e6a0a4"}
-
-# The Chinese of the phrases that lessons and the demo pass as titles, labels and curve
-# names. "{}" stands for a number. A phrase missing here is shown as it is.
-WORDS = {
-    "epoch": "周期",
-    "loss": "损失",
-    "accuracy": "准确率",
-    "round": "轮次",
-    "training step": "训练步数",
-    "scheduled step": "步骤编号（按调度顺序）",
-    "ms per step": "每步毫秒数",
-    "training loss": "训练损失",
-    "training accuracy": "训练准确率",
-    "loss / accuracy": "损失 / 准确率",
-    "sidecar evaluation loss": "边车评估损失",
-    "sidecar evaluation accuracy": "边车评估准确率",
-    "custom loop": "自定义训练循环",
-    "no partitioner": "不使用分区器",
-    "first run (interrupted)": "第一次运行（被中断）",
-    "resumed run": "恢复后的运行",
-    "sharded by worker index": "按工作进程编号分片",
-    "worker {} killed": "工作进程 {} 被杀掉",
-    "worker {} restarted": "工作进程 {} 重新启动",
-    "Training loss per epoch": "每个周期的训练损失",
-    "No partitioner: each variable whole on one ps": "不使用分区器：每个变量完整地放在一个参数服务器上",
-    "Tiny model: step time per round": "小模型：每轮的单步耗时",
-    "Loss from the TensorBoard logs": "从 TensorBoard 日志读出的损失",
-    "Three workers, three epochs of asynchronous steps": "三个工作进程、三个周期的异步训练步骤",
-    "Every worker reads the whole dataset": "每个工作进程都读取整个数据集",
-    "Shuffled copies vs shards by worker index": "打乱的完整副本与按工作进程编号的分片",
-    "Training (per epoch) and sidecar evaluation (per checkpoint)":
-        "训练（每个周期）与边车评估（每个检查点）",
-    "Worker {} killed mid-training, then restarted": "训练中途杀掉工作进程 {}，随后重启",
-    "Five machines: the training cluster and an evaluator": "五台机器：训练集群和一个评估器",
-}
-
-
-def words(text: str) -> str:
-    """`text` in the course's language: a phrase of `WORDS` (numbers may differ) or `text` itself."""
-    if current_language() != "zh":
-        return text
-    numbers = re.findall(r"\d+", text)
-    template = WORDS.get(text) or WORDS.get(re.sub(r"\d+", "{}", text))
-    if template is None:
-        return text
-    return template.format(*numbers) if "{}" in template else template
 
 
 class CourseFigure(Figure):

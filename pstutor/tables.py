@@ -12,59 +12,55 @@ from collections.abc import Mapping, Sequence
 
 import wcwidth
 
+from pstutor.glossary import words
 from pstutor.language import say
 
-# key: (English, 中文), the glossary's terms
-WORDS = {
-    "accuracy": ("accuracy", "准确率"),
-    "best_ms_per_step": ("ms per step (best round)", "每步毫秒数（最好的一轮）"),
-    "bytes": ("bytes", "字节数"),
-    "calls_per_epoch": ("calls per epoch", "每个周期的调用次数"),
-    "changed_lines": ("changed lines", "改动行数"),
-    "concats": ("concats", "拼接次数"),
-    "device": ("device", "设备"),
-    "end_ms": ("end (ms)", "结束（毫秒）"),
-    "epoch": ("epoch", "周期"),
-    "examples_per_s": ("examples/s", "样本/秒"),
-    "final_loss": ("final loss", "最终损失"),
-    "global_batch": ("global batch", "全局批次大小"),
-    "held_out_accuracy": ("held-out accuracy", "留出集准确率"),
-    "learning_rate": ("learning rate", "学习率"),
-    "loss": ("loss", "损失"),
-    "ms_per_step": ("ms per step", "每步毫秒数"),
-    "partitioner": ("partitioner", "分区器"),
-    "percent_of_single_process": ("% of the single process", "相当于单进程的 %"),
-    "rank": ("rank", "名次"),
-    "reads": ("reads", "读取次数"),
-    "relative_time": ("relative time", "相对耗时"),
-    "replicas": ("replicas", "副本数"),
-    "seconds": ("s", "秒"),
-    "shape": ("shape", "形状"),
-    "shard": ("shard", "分片"),
-    "speed_up": ("speed-up", "加速比"),
-    "start_ms": ("start (ms)", "开始（毫秒）"),
-    "startup_s": ("start-up s", "启动秒数"),
-    "step": ("step", "步骤"),
-    "step_numbers": ("steps", "执行的步骤"),
-    "steps_per_s": ("steps/s", "步/秒"),
-    "steps_run": ("steps run", "步数"),
-    "strategy": ("strategy", "策略"),
-    "table_created": ("table created", "查找表的创建位置"),
-    "task": ("task", "任务"),
-    "training": ("training", "训练方式"),
-    "updates": ("updates", "更新次数"),
-    "variables": ("variables", "变量数"),
-    "warmup_s": ("warm-up s", "预热秒数"),
-    "worker": ("worker", "工作进程"),
-    "variable": ("variable", "变量"),
+# the keys lessons and helpers name columns and metrics with, and their English label; the
+# Chinese of each label is in `pstutor.glossary.WORDS`
+COLUMNS = {
+    "accuracy": "accuracy",
+    "bytes": "bytes",
+    "changed_lines": "changed lines",
+    "concats": "concats",
+    "device": "device",
+    "epoch": "epoch",
+    "examples_per_s": "examples/s",
+    "global_batch": "global batch",
+    "held_out_accuracy": "held-out accuracy",
+    "learning_rate": "learning rate",
+    "loss": "loss",
+    "ms_per_step": "ms per step",
+    "partitioner": "partitioner",
+    "rank": "rank",
+    "reads": "reads",
+    "replicas": "replicas",
+    "seconds": "s",
+    "shape": "shape",
+    "shard": "shard",
+    "startup_s": "start-up s",
+    "step": "step",
+    "steps_per_s": "steps/s",
+    "strategy": "strategy",
+    "task": "task",
+    "training": "training",
+    "updates": "updates",
+    "variable": "variable",
+    "variables": "variables",
+    "warmup_s": "warm-up s",
+    "worker": "worker",
 }
 # cell values that are words, not names: printed in the course's language too
-VALUE_WORDS = {"sync": ("sync", "同步"), "async": ("async", "异步")}
+VALUE_WORDS = ("sync", "async")
 
 
 def word(key: str) -> str:
     """The key as a word of the current language; API names and unknown keys stay as they are."""
-    return say(*WORDS[key]) if key in WORDS else key
+    return words(COLUMNS[key]) if key in COLUMNS else key
+
+
+def value_word(text: str) -> str:
+    """A cell's text in the current language: `VALUE_WORDS` translated, names as they are."""
+    return words(text) if text in VALUE_WORDS else text
 
 
 def text_width(text: str) -> int:
@@ -76,8 +72,7 @@ def text_width(text: str) -> int:
 def _cell(value: object, digits: int) -> str:
     """One value as table text: floats with `digits` decimals, ints with thousands separators."""
     if not _is_number(value):
-        text = str(value)
-        return say(*VALUE_WORDS[text]) if text in VALUE_WORDS else text
+        return value_word(str(value))
     return f"{int(value):,}" if isinstance(value, numbers.Integral) else f"{float(value):,.{digits}f}"
 
 

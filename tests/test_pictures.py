@@ -18,9 +18,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from matplotlib.text import Text
 
 import pstutor
-from pstutor import compare, literals, pictures
+from pstutor import compare, glossary, literals, pictures
 from pstutor.build import read_lesson
-from pstutor.language import set_language
+from pstutor.language import say, set_language
 from pstutor.tables import text_width
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -55,28 +55,37 @@ def _steps():
 
 
 def _every_picture() -> dict[str, Figure]:
-    """Every picture helper, drawn with the words the lessons give them."""
+    """Every picture helper, drawn with the words the lessons give them (in Chinese, as their
+    strings tables translate them)."""
     cluster = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"],
                "ps": ["10.0.0.4:2222"], "evaluator": ["10.0.0.5"]}
     fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1)),
              _sharded(_Shard("bias/part_0", 32, 1, 0), _Shard("bias/part_1", 32, 1, 1))]
     results = [{"strategy": s, "training": t, "examples_per_s": e, "startup_s": u, "loss": loss}
                for s, t, e, u, loss in [("none", "-", 4e4, 2.7, 0.4771), ("ps", "async", 4e3, 3.9, 0.4781)]]
+    train_loss, train_accuracy = say("training loss", "训练损失"), say("training accuracy", "训练准确率")
+    first = say("first run (interrupted)", "第一次训练（被中断）")
+    resumed = say("resumed run", "恢复后的训练")
+    nan = float("nan")
     return {
         "cluster": pstutor.draw_cluster(cluster),
         "shards": pstutor.draw_shards(fixed),
-        "curves": pstutor.plot_curves({"training loss": [0.7, 0.5, 0.4]}, xlabel="scheduled step"),
-        "resumed": pstutor.plot_curves({"first run (interrupted)": [0.7, 0.5, float("nan")],
-                                        "resumed run": [float("nan"), float("nan"), 0.45]},
-                                       marks={"interrupted after epoch 2": 2.5},
-                                       levels={"a fresh model": 0.8}),
+        "curves": pstutor.plot_curves({train_loss: [0.7, 0.5, 0.4]},
+                                      xlabel=say("scheduled step", "步骤编号（按调度顺序）")),
+        "resumed": pstutor.plot_curves({first: [0.7, 0.5, nan], resumed: [nan, nan, 0.45]},
+                                       marks={say("interrupted after epoch 2", "第 2 个周期之后中断"): 2.5},
+                                       levels={say("a fresh model", "新模型"): 0.8}),
         "timeline": pstutor.draw_timeline(_steps(), epoch_starts=[1, 11, 21], retried=[30],
-                                          marks={"worker 1 killed": 0.5}, down={1: (0.5, 0.7)}),
-        "examples": pstutor.draw_examples_seen({"sharded by worker index": [[1, 0] * 8, [0, 2] * 8]}),
+                                          marks={say("worker 1 killed", "工作进程 1 被杀掉"): 0.5},
+                                          down={1: (0.5, 0.7)}),
+        "examples": pstutor.draw_examples_seen({say("sharded by worker index", "按工作进程编号分片"):
+                                                [[1, 0] * 8, [0, 2] * 8]}),
         "train_eval": pstutor.plot_train_eval(
-            {"training loss": [(10, 0.6), (20, 0.5)], "training accuracy": [(10, 0.6), (20, 0.7)]},
-            {"sidecar evaluation loss": [(10, 0.62), (20, 0.49)]}, panels=("loss", "accuracy"),
-            title="Training (per epoch) and sidecar evaluation (per checkpoint)"),
+            {train_loss: [(10, 0.6), (20, 0.5)], train_accuracy: [(10, 0.6), (20, 0.7)]},
+            {say("sidecar evaluation loss", "边车评估损失"): [(10, 0.62), (20, 0.49)]},
+            panels=("loss", "accuracy"),
+            title=say("Training (per epoch) and sidecar evaluation (per checkpoint)",
+                      "训练（每个周期）与边车评估（每个检查点）")),
         "comparison": pstutor.draw_comparison(results),
     }
 
@@ -128,12 +137,17 @@ def test_every_picture_fits_the_notebook_width_and_its_text_is_at_least_9_points
         set_language("en")
 
 
-def test_words_translates_known_phrases_with_their_numbers_and_leaves_api_names(zh):
-    assert pictures.words("training loss") == "训练损失"
-    assert pictures.words("worker 3 killed") == "工作进程 3 被杀掉"
+def test_a_figure_shows_the_course_words_in_chinese_and_leaves_api_names_and_lesson_phrases(zh):
+    """The helpers' words come from the one table (glossary.WORDS); a lesson's own phrases reach
+    the helper already translated by its strings table, so the helper leaves what it does not know."""
+    assert pictures.words("custom loop") == "自定义训练循环"
     assert pictures.words("FixedShardsPartitioner(num_shards=2)") == "FixedShardsPartitioner(num_shards=2)"
+    assert pictures.words("训练损失") == "训练损失"
+    fig = pstutor.plot_curves({"Model.fit": [0.7, 0.5], "custom loop": [0.7, 0.4]},
+                              title="Training loss per epoch")  # the demo's figure
+    assert {"自定义训练循环", "每个周期的训练损失", "Model.fit"} <= set(pictures.figure_words(fig))
     set_language("en")
-    assert pictures.words("training loss") == "training loss"
+    assert pictures.words("custom loop") == "custom loop"
 
 
 def _picture_words(source: str) -> list[str]:
@@ -155,7 +169,7 @@ def _picture_words(source: str) -> list[str]:
 
 def test_every_phrase_a_lesson_gives_a_picture_has_chinese_words_or_is_an_api_name():
     """A new English title in a lesson would show in the Chinese notebook: translate it in the
-    lesson's strings table (or, for the older lessons, in WORDS)."""
+    lesson's strings table (or, for a word the helpers show too, in glossary.WORDS)."""
     prose = re.compile(r"[a-z]{2,} [a-z]{2,}|^[a-z]+$")  # "training loss", "round"; not "Model.fit"
     missing = []
     for path in sorted((ROOT / "lessons").rglob("*.md")):
@@ -164,8 +178,7 @@ def test_every_phrase_a_lesson_gives_a_picture_has_chinese_words_or_is_an_api_na
         for cell in cells:
             if cell.kind == "code":
                 missing += [(path.name, w) for w in _picture_words(cell.source)
-                            if prose.search(w) and w not in pictures.WORDS and w not in strings
-                            and re.sub(r"\d+", "{}", w) not in pictures.WORDS]
+                            if prose.search(w) and w not in glossary.WORDS and w not in strings]
     assert not missing
 
 
@@ -382,7 +395,7 @@ def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten
 def test_draw_timeline_marks_a_retried_step_of_a_millisecond_visibly(zh):
     steps = [pstutor.Step(n, 0, n * 0.1, n * 0.1 + 0.05) for n in range(20)]
     steps.append(pstutor.Step(20, 0, 2.0, 2.001))  # a retried step one millisecond long
-    fig = pstutor.draw_timeline(steps, retried=[20], marks={"worker 1 killed": 0.5})
+    fig = pstutor.draw_timeline(steps, retried=[20], marks={"工作进程 1 被杀掉": 0.5})  # lesson 07's
     ax = fig.axes[0]
     [marker] = [line for line in ax.lines if line.get_marker() == "v"]
     assert marker.get_xdata()[0] == pytest.approx(2.0005)  # above the bar, whatever its width

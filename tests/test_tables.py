@@ -58,8 +58,8 @@ def test_show_table_prints_the_table(lang, capsys):
     ({"checkpoint_step": 10, "accuracy": 0.57},
      "checkpoint at step 10: accuracy 0.5700", "第 10 步的检查点：准确率 0.5700"),
     ({"step": 3}, "step 3", "第 3 步"),
-    ({"steps_per_execution": 10, "calls_per_epoch": 4},  # an API name stays as it is
-     "steps_per_execution 10: calls per epoch 4", "steps_per_execution 10：每个周期的调用次数 4"),
+    ({"steps_per_execution": 10, "ms_per_step": 4.5},  # an API name stays as it is
+     "steps_per_execution 10: ms per step 4.5000", "steps_per_execution 10：每步毫秒数 4.5000"),
 ])
 def test_progress_line_in_both_languages(lang, values, en, zh, capsys):
     pstutor.progress(**values)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from pstutor.glossary import words
 from pstutor.language import say
 
 PASSED, FAILED, NOT_ATTEMPTED, CRASHED, INVALID = "passed", "failed", "not attempted", "crashed", "invalid"
 STATUSES = (PASSED, FAILED, NOT_ATTEMPTED, CRASHED, INVALID)
-_STATUS_ZH = {PASSED: "通过", FAILED: "未通过", NOT_ATTEMPTED: "未作答", CRASHED: "崩溃", INVALID: "无效"}
 # How a submission ended: graded (its tasks are verdicts), invalid (the student's file is not an
 # exercise), failed (the grader's own trouble: never a verdict, graded again by the next run).
 GRADED, REFUSED, FAILED_TO_GRADE = "graded", "invalid", "failed"
@@ -37,12 +37,8 @@ def shown(message: Text | None, lang: str | None = None) -> str:
 
 
 def status_word(status: str, lang: str | None = None) -> str:
-    """A task's status as a word of the table's language."""
-    if lang == "en":
-        return status
-    if lang == "zh":
-        return _STATUS_ZH.get(status, status)
-    return say(status, _STATUS_ZH.get(status, status))
+    """A task's status as a word of the table's language (default: the current language)."""
+    return words(status, lang) if status in STATUSES else status
 
 
 @dataclasses.dataclass
