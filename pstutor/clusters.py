@@ -39,8 +39,6 @@ def in_process_cluster(num_workers: int = 3, num_ps: int = 2):
     Calling it again with the same shape returns the running cluster; a different shape
     starts a new one and says so.
     """
-    import tensorflow as tf
-
     for name, value in (("num_workers", num_workers), ("num_ps", num_ps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise TFConfigError(
@@ -64,6 +62,8 @@ def in_process_cluster(num_workers: int = 3, num_ps: int = 2):
                 "基于上一个集群创建的模型和策略将无法再使用；如需释放其服务器，请重启内核。",
             )
         )
+    import tensorflow as tf  # after the checks: a refused shape imports nothing
+
     cluster = cluster_dict(num_workers, num_ps)
     spec = tf.train.ClusterSpec(cluster)
     for index in range(num_workers):
