@@ -8,7 +8,7 @@ in the same process, so asking again for the same shape returns the cluster alre
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 
 from pstutor.language import say
 from pstutor.tf_config import TFConfigError, cluster_dict
@@ -16,16 +16,25 @@ from pstutor.tf_config import TFConfigError, cluster_dict
 _running: dict[str, object] = {}  # "shape" -> (num_workers, num_ps), "resolver" -> resolver
 
 
+def usable_cores() -> int:
+    """The number of cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def worker_config(num_workers: int):
     """A session config giving each worker enough inter-op threads.
 
     With fewer cores than workers + 1, TensorFlow's default thread pools are too small for
-    several in-process workers and training can deadlock.
+    several in-process workers and training can deadlock. It counts the cores this process
+    may run on (`os.sched_getaffinity`, as lesson 01 does), not the host's: a container
+    pinned to 2 of 64 cores has 2.
     """
     import tensorflow as tf
 
     config = tf.compat.v1.ConfigProto()
-    if multiprocessing.cpu_count() < num_workers + 1:
+    if usable_cores() < num_workers + 1:
         config.inter_op_parallelism_threads = num_workers + 1
     return config
 

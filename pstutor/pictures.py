@@ -137,8 +137,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
         Line2D([], [], color=_LINKS["variables"], label=say(
             "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
-            "coordinator → ps: creates variables (around the workers)",
-            "协调器 → 参数服务器：创建变量（绕过工作进程）")),
+            "coordinator ↔ ps: creates, reads, saves variables (directly)",
+            "协调器 ↔ 参数服务器：创建、读取、保存变量（直接连接）")),
     ]
     if evaluators:
         handles.append(Line2D([], [], color=_LINKS["checkpoints"], linestyle=":", label=say(
@@ -183,13 +183,14 @@ def _link(ax, start, end, colour: str, style: str = "-|>", linestyle: str = "-")
 
 
 def _detour(ax, chief_xy, ps_xy, lane: float, side: int) -> None:
-    """The coordinator -> ps arrow: up (or down) to a lane outside the workers, across, into the ps."""
+    """The coordinator <-> ps arrow (it creates, reads and saves the variables, so both ways):
+    up (or down) to a lane outside the workers, across, into the ps."""
     sx, sy = chief_xy[0] + 0.45, chief_xy[1] + side * _HALF_H
     ex, ey = ps_xy[0] - 0.45, ps_xy[1] + side * _HALF_H
     verts = [(sx, sy), (sx, lane), (sx + 0.4, lane), (ex - 0.4, lane), (ex, lane), (ex, ey)]
     codes = [CurvePath.MOVETO, CurvePath.CURVE3, CurvePath.CURVE3, CurvePath.LINETO,
              CurvePath.CURVE3, CurvePath.CURVE3]
-    ax.add_patch(FancyArrowPatch(path=CurvePath(verts, codes), arrowstyle="-|>", mutation_scale=12,
+    ax.add_patch(FancyArrowPatch(path=CurvePath(verts, codes), arrowstyle="<|-|>", mutation_scale=12,
                                  color=_LINKS["create"], lw=1.3, linestyle="--", zorder=1))
 
 
@@ -263,6 +264,7 @@ def draw_shards(variables, title: str | None = None) -> Figure:
     below the panels gives each ps's total over all variables.
     """
     rows = shard_rows(variables)
+    labels = []  # (text, its bar, shorter forms): fitted to their bars once the figure is laid out
     tasks = sorted({_ps_task(r["device"]) for r in rows})
     names = list(dict.fromkeys(r["variable"] for r in rows))
     fig = _figure(WIDTH, 1.5 + 0.55 * len(tasks))
@@ -278,11 +280,14 @@ def draw_shards(variables, title: str | None = None) -> Figure:
             left = 0.0
             for shard in shards:
                 size = shard["bytes"] / scale
-                ax.barh(row, size, left=left, color=colour, edgecolor="white", linewidth=2)
+                [bar] = ax.barh(row, size, left=left, color=colour, edgecolor="white", linewidth=2)
                 part = (say(f"shard {shard['shard']}", f"分片 {shard['shard']}") if shard["shards"] > 1
                         else say("whole", "完整"))
-                ax.text(left + size / 2, row, f"{part} · {_bytes(shard['bytes'])}",
-                        ha="center", va="center", fontsize=MIN_POINTS, color="white", weight=_bold())
+                text = ax.text(left + size / 2, row, f"{part} · {_bytes(shard['bytes'])}",
+                               ha="center", va="center", fontsize=MIN_POINTS, color="white",
+                               weight=_bold())
+                index = str(shard["shard"]) if shard["shards"] > 1 else part
+                labels.append((text, bar, [f"{index} · {_bytes(shard['bytes'])}", index]))
                 left += size
             if not shards:
                 ax.text(0.02 * widest, row, say("nothing", "无"), va="center",
@@ -299,7 +304,19 @@ def draw_shards(variables, title: str | None = None) -> Figure:
         ha="center", va="bottom", fontsize=MIN_POINTS)
     fig.suptitle(words(title) if title else say("Where the shards live", "分片放在哪里"))
     fig.tight_layout(rect=(0, 0.06, 1, 1))
+    _fit_labels(fig, labels)
     return fig
+
+
+def _fit_labels(fig: Figure, labels) -> None:
+    """Shorten each bar's label until it fits inside its bar ("shard 0 · 85.5 KiB", then
+    "0 · 85.5 KiB", then "0"), so no label runs past its bar or is cut by its neighbour."""
+    for text, bar, shorter in labels:
+        room = bar.get_window_extent().width - 4  # pixels, less the white edges
+        for candidate in shorter:
+            if text.get_window_extent().width <= room:
+                break
+            text.set_text(candidate)
 
 
 def _unit(largest: float) -> tuple[str, int]:

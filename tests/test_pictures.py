@@ -429,7 +429,8 @@ def test_draw_cluster_keeps_the_evaluator_outside_the_training_cluster():
 
 
 def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
-    """Workers read variables and send updates back (two heads); schedule and create go one way."""
+    """Workers read variables and send updates back, the coordinator creates, reads and saves
+    them (two heads each); scheduling goes one way."""
     cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
     ax = pstutor.draw_cluster(cluster).axes[0]
     heads = {}
@@ -438,7 +439,7 @@ def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
     colour = matplotlib.colors.to_rgb
     assert heads[colour(pictures._LINKS["variables"])] == {"CurveFilledAB"}
     assert heads[colour(pictures._LINKS["schedule"])] == {"CurveFilledB"}
-    assert heads[colour(pictures._LINKS["create"])] == {"CurveFilledB"}
+    assert heads[colour(pictures._LINKS["create"])] == {"CurveFilledAB"}
 
 
 def test_draw_shards_names_the_rows_as_the_cluster_figure_does_and_titles_in_chinese(zh):
@@ -479,3 +480,18 @@ def test_draw_shards_spans_each_variable_whole_and_totals_every_ps():
     assert split_fig.axes[0].get_xlim()[1] >= 256
     assert "bytes per ps: ps 0 128 KiB, ps 1 128 KiB" in [t.get_text() for t in split_fig.texts]
     assert "bytes per ps: ps 0 256 KiB, ps 1 256 B" in [t.get_text() for t in whole_fig.texts]
+
+
+def test_draw_shards_shortens_a_label_that_is_wider_than_its_bar():
+    """Three 85 KiB shards on one ps of a 256 KiB panel: "shard 0 · 85.5 KiB" would overflow."""
+    three = [_sharded(*(_Shard(f"emb/part_{i}", 342, 64, 0) for i in range(3)),
+                      _Shard("emb/part_3", 342, 64, 1)),
+             _sharded(_Shard("bias/part_0", 32, 1, 0), _Shard("bias/part_1", 32, 1, 1))]
+    fig = pstutor.draw_shards(three)
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if p.get_width() > 0]
+    assert len(ax.texts) == len(bars) == 4
+    for text, bar in zip(ax.texts, bars, strict=True):
+        assert text.get_window_extent().width <= bar.get_window_extent().width
+    assert ax.texts[0].get_text() != "shard 0 · 85.5 KiB"  # shortened
+    assert ax.texts[0].get_text().startswith("0")  # still names its shard
