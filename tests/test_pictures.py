@@ -466,3 +466,12 @@ def test_draw_shards_spans_each_variable_whole_and_totals_every_ps():
     assert split_fig.axes[0].get_xlim()[1] >= 256
     assert "bytes per ps: ps 0 128 KiB, ps 1 128 KiB" in [t.get_text() for t in split_fig.texts]
     assert "bytes per ps: ps 0 256 KiB, ps 1 256 B" in [t.get_text() for t in whole_fig.texts]
+
+
+def test_draw_timeline_has_no_row_tick_marks_that_read_as_a_minus_sign():
+    """A step's number written next to the y-axis must not get a tick mark in front of it ("-4")."""
+    fig = pstutor.draw_timeline([pstutor.Step(4, 1, 0.0, 0.05), pstutor.Step(5, 0, 0.0, 0.05)],
+                                zoom=(0.0, 0.05))
+    for ax in fig.axes:
+        assert all(tick.tick1line.get_markersize() == 0 for tick in ax.yaxis.get_major_ticks())
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 0", "worker 1"]
