@@ -390,6 +390,7 @@ def _gantt(ax, steps, rows: Mapping[int, str], retried: set[int],
     colours = dict(zip(rows, _palette(len(rows)), strict=True))
     row = {worker: index for index, worker in enumerate(rows)}  # worker -> height of its row
     ax.set_yticks(range(len(rows)), list(rows.values()))
+    ax.tick_params(axis="y", length=0)  # a tick mark next to a bar's number reads as a minus sign
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)  # the first worker on top
     for worker, (died, back) in down.items():
         ax.barh(row[worker], back - died, left=died, height=0.5, color="#f3d3d5", hatch="xx",

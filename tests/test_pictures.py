@@ -495,3 +495,12 @@ def test_draw_shards_shortens_a_label_that_is_wider_than_its_bar():
         assert text.get_window_extent().width <= bar.get_window_extent().width
     assert ax.texts[0].get_text() != "shard 0 · 85.5 KiB"  # shortened
     assert ax.texts[0].get_text().startswith("0")  # still names its shard
+
+
+def test_draw_timeline_has_no_row_tick_marks_that_read_as_a_minus_sign():
+    """A step's number written next to the y-axis must not get a tick mark in front of it ("-4")."""
+    fig = pstutor.draw_timeline([pstutor.Step(4, 1, 0.0, 0.05), pstutor.Step(5, 0, 0.0, 0.05)],
+                                zoom=(0.0, 0.05))
+    for ax in fig.axes:
+        assert all(tick.tick1line.get_markersize() == 0 for tick in ax.yaxis.get_major_ticks())
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 0", "worker 1"]
