@@ -2,6 +2,7 @@
 the lesson's run leaves no process behind, whatever ends it."""
 
 import ast
+import contextlib
 import os
 import signal
 import subprocess
@@ -96,7 +97,8 @@ _KERNEL = textwrap.dedent('''\
 def test_the_run_leaves_no_task_when_interrupted_or_when_the_kernel_dies(tmp_path, sig):
     """SIGINT (an interrupted cell): `finally` stops every task, coordinator and evaluator included.
     SIGKILL (a crashed kernel): PR_SET_PDEATHSIG ends them, though train.py never imports pstutor."""
-    setup, run = _lesson_cell("def end_with_this_kernel"), _lesson_cell("stop_tasks(tasks)")
+    setup, run = _lesson_cell("def end_with_this_kernel"), _lesson_cell("tasks = {}  # every process")
+    tasks: list[int] = []
     kernel = subprocess.Popen([sys.executable, "-c", _KERNEL, str(tmp_path), setup, run],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
     try:
@@ -110,8 +112,9 @@ def test_the_run_leaves_no_task_when_interrupted_or_when_the_kernel_dies(tmp_pat
         kernel.wait(timeout=30)
         assert wait_gone(tasks) == [], "a task outlived the notebook's kernel"
     finally:
-        for pid in descendants(kernel.pid):
-            os.kill(pid, signal.SIGKILL)
+        for pid in {*tasks, *descendants(kernel.pid)}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if kernel.poll() is None:
             kernel.kill()
             kernel.wait()
