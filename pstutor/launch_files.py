@@ -121,9 +121,11 @@ def start_script(tf_config: str, task_type: str, task_index: int, host: str, pro
                   "# keep the cluster on a private network behind a firewall.\n",
                   "# 服务器在所有 IPv4 和 IPv6 网络接口上监听，而且没有身份验证：\n"
                   "# 请把集群放在防火墙后面的私有网络中。\n")
+    first = marker(f"{task_type} {task_index}, run it on {host}.",
+                   f"{task_type} {task_index}，请在 {host} 上运行。")
     return (
         "#!/usr/bin/env bash\n"
-        f"{marker(f'{task_type} {task_index}, run it on {host}.', f'{task_type} {task_index}，请在 {host} 上运行。')}\n"
+        f"{first}\n"
         f"{warning}"
         "set -euo pipefail\n"
         f"export TF_CONFIG={shlex.quote(tf_config)}\n"
@@ -161,7 +163,8 @@ def kubernetes_manifest(
                                   "spec": {"restartPolicy": "OnFailure", **pod}}},
         })
     header = [
-        marker("plain Kubernetes, a Service and a Job per task.", "普通 Kubernetes，每个任务一个 Service 和一个 Job。"),
+        marker("plain Kubernetes, a Service and a Job per task.",
+               "普通 Kubernetes，每个任务一个 Service 和一个 Job。"),
         *say(
             ["# Build the image first (see Dockerfile), then: kubectl apply -f kubernetes.yaml",
              "# Workers, ps and chief restart on failure (restartPolicy: OnFailure) and keep their",
@@ -201,7 +204,8 @@ def tfjob_manifest(
         "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "tfReplicaSpecs": replicas},
     }
     header = [
-        marker("one TFJob for Kubeflow's training operator (v1).", "一个 TFJob，供 Kubeflow 的训练 operator（v1）使用。"),
+        marker("one TFJob for Kubeflow's training operator (v1).",
+               "一个 TFJob，供 Kubeflow 的训练 operator（v1）使用。"),
         *say(
             ["# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
              "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG.",
