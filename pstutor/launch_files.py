@@ -36,13 +36,13 @@ from pstutor.language import say
 from pstutor.tf_config import all_tf_configs, cluster_dict
 
 FORMATS = ("jobs", "tfjob")
-MARKER = "# Written by `pstutor cluster launch-files`"  # tells a reader; `written` tells pstutor
 OWNER = "cluster launch-files"  # whose set the files are, in the folder's record
 SERVER_COMMAND = ["python", "-m", "pstutor.task_server"]
 PACKAGE = "https://github.com/pstutor/pstutor/archive/refs/tags/v{version}.tar.gz"
 APP_DIR = "/app"  # where the image keeps the program; checkpoints go to APP_DIR/output
 CHECKPOINTS = f"{APP_DIR}/output"
-# What one task asks the scheduler for: a task process takes ~0.7 GB (local_cluster.TASK_MEMORY_GB).
+# What one task asks the scheduler for: enough for the course's toy model (an idle server takes
+# ~0.7 GB, local_cluster.TASK_MEMORY_GB); a real model's chief and ps need more.
 RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}}
 # Restart policy per job (plain Jobs: restartPolicy and backoffLimit; TFJob: restartPolicy).
 # A worker restarted in place keeps its name and rejoins (lesson 7). A ps restarts empty: the
@@ -61,6 +61,12 @@ def default_image() -> str:
     from pstutor import __version__
 
     return f"pstutor-training:{__version__}"
+
+
+def marker(what_en: str, what_zh: str) -> str:
+    """The first comment line of every file, in the course's language (`written` records ownership)."""
+    return say(f"# Written by `pstutor cluster launch-files`: {what_en}",
+               f"# 由 `pstutor cluster launch-files` 生成：{what_zh}")
 
 
 def task_command(task_type: str, program: str) -> list[str]:
@@ -111,14 +117,15 @@ def write_launch_files(
 def start_script(tf_config: str, task_type: str, task_index: int, host: str, program: str) -> str:
     """The shell script that starts one task on its machine (its comments in the course's language)."""
     command = task_command(task_type, program)
-    where = say(f", run it on {host}.", f"，请在 {host} 上运行。")
     warning = say("# The server listens on every IPv4 and IPv6 interface without authentication:\n"
                   "# keep the cluster on a private network behind a firewall.\n",
                   "# 服务器在所有 IPv4 和 IPv6 网络接口上监听，而且没有身份验证：\n"
                   "# 请把集群放在防火墙后面的私有网络中。\n")
+    first = marker(f"{task_type} {task_index}, run it on {host}.",
+                   f"{task_type} {task_index}，请在 {host} 上运行。")
     return (
         "#!/usr/bin/env bash\n"
-        f"{MARKER}: {task_type} {task_index}{where}\n"
+        f"{first}\n"
         f"{warning}"
         "set -euo pipefail\n"
         f"export TF_CONFIG={shlex.quote(tf_config)}\n"
@@ -156,13 +163,21 @@ def kubernetes_manifest(
                                   "spec": {"restartPolicy": "OnFailure", **pod}}},
         })
     header = [
-        f"{MARKER}: plain Kubernetes, a Service and a Job per task.",
-        "# Build the image first (see Dockerfile), then: kubectl apply -f kubernetes.yaml",
-        "# Workers, ps and chief restart on failure (restartPolicy: OnFailure) and keep their",
-        "# Service name: a restarted worker rejoins; after a ps restart the chief fails, restarts",
-        f"# and must resume from its last checkpoint in {CHECKPOINTS} (volume claim {volume_claim}).",
-        "# The servers never end: when the chief's Job has completed, kubectl delete -f kubernetes.yaml",
-        "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy).",
+        marker("plain Kubernetes, a Service and a Job per task.",
+               "普通 Kubernetes，每个任务一个 Service 和一个 Job。"),
+        *say(
+            ["# Build the image first (see Dockerfile), then: kubectl apply -f kubernetes.yaml",
+             "# Workers, ps and chief restart on failure (restartPolicy: OnFailure) and keep their",
+             "# Service name: a restarted worker rejoins; after a ps restart the chief fails, restarts",
+             f"# and must resume from its last checkpoint in {CHECKPOINTS} (volume claim {volume_claim}).",
+             "# The servers never end: when the chief's Job has completed, kubectl delete -f kubernetes.yaml",
+             "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
+            ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f kubernetes.yaml",
+             "# 工作进程、参数服务器和协调器失败后都会重启（restartPolicy: OnFailure），Service 名称不变：",
+             "# 重启的工作进程会重新加入；参数服务器重启后协调器会失败并重启，",
+             f"# 必须从 {CHECKPOINTS} 中最近的检查点接着训练（持久卷申领 {volume_claim}）。",
+             "# 服务器永远不会自己结束：协调器的 Job 完成后，运行 kubectl delete -f kubernetes.yaml",
+             "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, documents)
 
@@ -189,12 +204,19 @@ def tfjob_manifest(
         "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "tfReplicaSpecs": replicas},
     }
     header = [
-        f"{MARKER}: one TFJob for Kubeflow's training operator.",
-        "# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
-        "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG.",
-        "# Replicas restart on failure; when the chief succeeds the job succeeds and the",
-        "# servers still running are deleted (cleanPodPolicy: Running).",
-        "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy).",
+        marker("one TFJob for Kubeflow's training operator (v1).",
+               "一个 TFJob，供 Kubeflow 的训练 operator（v1）使用。"),
+        *say(
+            ["# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
+             "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG.",
+             "# Replicas restart on failure; when the chief succeeds the job succeeds and the",
+             "# servers still running are deleted (cleanPodPolicy: Running).",
+             "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
+            ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f tfjob.yaml",
+             "# operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG。",
+             "# 副本失败后会重启；协调器成功结束时整个作业成功，",
+             "# 仍在运行的服务器会被删除（cleanPodPolicy: Running）。",
+             "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, [_volume_claim(volume_claim, name), tfjob])
 
@@ -211,7 +233,7 @@ def dockerfile(program: str, image: str) -> str:
     push = say("# and push it where your cluster pulls images from (then use that name in the manifest).\n",
                "# 然后推送到集群拉取镜像的仓库（并在清单中使用这个名字）。\n")
     return (
-        f"{MARKER}: {say('the image every task runs.', '每个任务运行的镜像。')}\n"
+        f"{marker('the image every task runs.', '每个任务运行的镜像。')}\n"
         f"{build}"
         f"#   docker build -t {image} .\n"
         f"{push}"

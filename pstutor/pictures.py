@@ -137,8 +137,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
         Line2D([], [], color=_LINKS["variables"], label=say(
             "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
-            "coordinator ↔ ps: creates, reads, saves variables (directly)",
-            "协调器 ↔ 参数服务器：创建、读取、保存变量（直接连接）")),
+            "coordinator ↔ ps: creates, reads, saves variables directly, not through the workers",
+            "协调器 ↔ 参数服务器：直接创建、读取、保存变量，不经过工作进程")),
     ]
     if evaluators:
         handles.append(Line2D([], [], color=_LINKS["checkpoints"], linestyle=":", label=say(

@@ -268,3 +268,23 @@ def test_values_registries_shells_or_tensorflow_would_reject_are_refused(tmp_pat
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("format", ["jobs", "tfjob"])
+def test_every_comment_a_file_opens_with_follows_the_course_language(tmp_path, format):
+    """In Chinese every leading comment line is Chinese (commands and names aside), in English none is."""
+    from pstutor.language import set_language
+
+    for lang in ("zh", "en"):
+        set_language(lang)
+        try:
+            paths = write_launch_files(tmp_path / lang, HOSTS, num_workers=2, num_ps=1, format=format)
+        finally:
+            set_language("en")
+        for path in paths:
+            lines = path.read_text().splitlines()
+            comments = [line for line in lines[1 if path.suffix == ".sh" else 0:] if line.startswith("#")]
+            prose = [line for line in comments if not line.startswith("#   ")]  # "#   docker build ..."
+            assert len(prose) >= 2, (path.name, comments)
+            chinese = [any("\u4e00" <= ch <= "\u9fff" for ch in line) for line in prose]
+            assert all(chinese) if lang == "zh" else not any(chinese), (lang, path.name, prose)
