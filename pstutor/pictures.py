@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 
+from matplotlib import colormaps
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
@@ -511,6 +513,9 @@ def _number_bars(ax, steps, rows: Mapping[int, str]) -> None:
             placed[step.worker] = box.x1
 
 
+_NEVER_SEEN = "#d4d4d4"  # grey: an id a worker never read, apart from every green count
+
+
 def draw_examples_seen(
     panels: Mapping[str, Sequence[Sequence[int]]], title: str | None = None,
 ) -> Figure:
@@ -522,13 +527,18 @@ def draw_examples_seen(
         raise ValueError(say("every panel needs a non-empty 2-D table: rows = workers, columns = ids",
                              "每个面板都需要一张非空的二维表：行是工作进程，列是样本编号"))
     top = max(1, max(int(grid.max()) for grid in grids.values()))
+    # One colour per count: 0 in grey of its own, 1 already a clear green, so that a row
+    # read once stands out from one never read (the sharded panel of lesson 5). With
+    # vmin=0, vmax=top and top + 1 colours, count k gets colour k.
+    greens = colormaps["Greens"](np.linspace(0.35, 1.0, top))
+    counts_cmap = ListedColormap([_NEVER_SEEN, *greens])
     width = max(grid.shape[1] for grid in grids.values())
     height = 1.0 + sum(0.85 + 0.38 * grid.shape[0] for grid in grids.values())
     fig = _figure(WIDTH, height, layout="constrained")
     cell = (WIDTH - 3.2) / width  # inches per example id
     axes = fig.subplots(len(grids), 1, squeeze=False)[:, 0]
     for ax, (name, grid) in zip(axes, grids.items(), strict=True):
-        image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=top, aspect="auto")
+        image = ax.imshow(grid, cmap=counts_cmap, vmin=0, vmax=top, aspect="auto")
         for (row, column), count in np.ndenumerate(grid):
             if count and cell >= 0.12 * len(str(count)):
                 ax.text(column, row, str(count), ha="center", va="center", fontsize=MIN_POINTS,
@@ -544,8 +554,10 @@ def draw_examples_seen(
     axes[-1].set_xlabel(say("example id", "样本编号"))
     fig.suptitle(words(title) if title else say("Which worker saw which examples",
                                                 "哪个工作进程读到了哪些样本"))
+    # one band per count, centred on its number; ticks are whole numbers (no "2.5 times")
     fig.colorbar(image, ax=list(axes), label=say("times seen", "读到的次数"), pad=0.1, aspect=30,
-                 ticks=MaxNLocator(integer=True))  # counts: no "2.5 times"
+                 boundaries=np.arange(-0.5, top + 1), values=np.arange(top + 1),
+                 ticks=MaxNLocator(integer=True))
     return fig
 
 

@@ -44,6 +44,17 @@ def test_the_colour_bar_counts_in_whole_numbers():
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
 
 
+def test_never_read_has_its_own_colour_and_one_read_is_clearly_tinted():
+    """A shard read once by a slow worker must stand out from the ids it never read (lesson 5)."""
+    fig = pstutor.draw_examples_seen({"sharded": [[7, 0, 7, 0], [0, 1, 0, 1]]})
+    (image,) = _panels(fig)[0].get_images()
+    colour = {count: np.array(image.cmap(image.norm(count))[:3]) for count in range(8)}
+    assert len({tuple(c) for c in colour.values()}) == 8  # one colour per count
+    white = np.ones(3)
+    assert np.abs(colour[1] - white).max() > 0.25 and np.abs(colour[1] - colour[0]).max() > 0.15
+    assert np.ptp(colour[0]) < 0.02  # 0 is a grey, not a pale green
+
+
 @pytest.mark.parametrize("bad", [{}, {"empty": []}, {"flat": [1, 2, 3]}])
 def test_draw_examples_seen_rejects_what_is_not_a_table(bad):
     with pytest.raises(ValueError, match="2-D table"):
