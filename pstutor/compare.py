@@ -46,7 +46,7 @@ RESULTS = FOLDER / "compare_strategies.json"  # written by benchmarks/compare_st
 COLUMNS = ("strategy", "training", "replicas", "global_batch", "examples_per_s", "steps_per_s",
            "loss", "startup_s", "warmup_s", "changed_lines")
 # what a record holds besides the table's columns
-DETAILS = ("steps_per_execution", "examples", "seconds", "processes")
+DETAILS = ("steps_per_execution", "examples", "seconds", "processes", "loss_after_examples")
 
 
 class CompareError(RuntimeError):
@@ -74,10 +74,13 @@ def compare(
     milliseconds is noise). `batch_size` is per replica and the learning rate is scaled by
     the number of replicas. Records hold: strategy, training (sync/async), replicas,
     global_batch, examples_per_s, steps_per_s, loss (on all the data, after the warm-up and
-    the first `examples`: as many examples for every strategy), startup_s (from launch until
-    the strategy and the model are ready), warmup_s, changed_lines (strategy-specific lines,
-    compared with no strategy), and steps_per_execution, examples and seconds (what was timed)
-    and processes (how many the run started).
+    the first `examples`), startup_s (from launch until the strategy and the model are ready),
+    warmup_s, changed_lines (strategy-specific lines, compared with no strategy), and
+    steps_per_execution, examples and seconds (what was timed), processes (how many the run
+    started) and loss_after_examples. Steps are whole executions of each strategy's global
+    batch, so the loss comes after as many examples for every strategy only where 512 and
+    `examples` are multiples of every global batch x `steps_per_execution` (the defaults are);
+    loss_after_examples says how many, and the progress line prints it.
     """
     names = check_strategies(strategies)
     for label, value in (("examples", examples), ("batch_size", batch_size),
@@ -101,10 +104,10 @@ def compare(
         result.update(training=TRAINING[name], changed_lines=changed_lines(name))
         results.append({key: result[key] for key in (*COLUMNS, *DETAILS)})
         report(say(
-            f"{prefix} {result['examples_per_s']:,.0f} examples/s, loss {result['loss']:.4f}, "
-            f"start-up {result['startup_s']:.1f} s",
-            f"{prefix} 每秒 {result['examples_per_s']:,.0f} 个样本，损失 {result['loss']:.4f}，"
-            f"启动 {result['startup_s']:.1f} 秒"))
+            f"{prefix} {result['examples_per_s']:,.0f} examples/s, loss {result['loss']:.4f} after "
+            f"{result['loss_after_examples']:,} examples, start-up {result['startup_s']:.1f} s",
+            f"{prefix} 每秒 {result['examples_per_s']:,.0f} 个样本，训练 {result['loss_after_examples']:,} "
+            f"个样本后损失 {result['loss']:.4f}，启动 {result['startup_s']:.1f} 秒"))
     return results
 
 

@@ -23,8 +23,10 @@ import time
 NUM_FEATURES = 8
 NUM_EXAMPLES = 1024
 # Traced and trained before the clock starts (timed as the warm-up). 512 = 64 x 8: whole
-# executions of steps_per_execution=8 at a global batch of 32 or 64, so every strategy warms
-# up on the same number of examples and all losses are measured after as many examples.
+# executions of steps_per_execution=8 at a global batch of 32 or 64, so with the defaults every
+# strategy warms up on the same number of examples and all losses are measured after as many
+# examples. Other settings round to whole executions per strategy, so the record says how many
+# examples came before the loss (`loss_after_examples`).
 WARMUP_EXAMPLES = 512
 
 
@@ -76,7 +78,9 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
     its own. Then whole epochs of `examples` are trained and timed until at least `min_seconds`
     were measured; the loss is taken after the first timed epoch, so that every strategy's loss
     comes after the same number of examples however fast it runs (under the parameter server,
-    which examples each worker read depends on how many closures it ran).
+    which examples each worker read depends on how many closures it ran). Steps are rounded to
+    whole executions of the strategy's global batch, so that number is the same for every
+    strategy only where the counts divide evenly (the defaults do); `loss_after_examples` says it.
     """
     import pstutor
 
@@ -131,7 +135,8 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
             self.model.stop_training = all_agree(self.seconds >= min_seconds)
 
     ready = time.time()
-    model.fit(dataset, epochs=1, steps_per_epoch=steps(WARMUP_EXAMPLES), verbose=0)
+    warm = steps(WARMUP_EXAMPLES)
+    model.fit(dataset, epochs=1, steps_per_epoch=warm, verbose=0)
     warmed = time.time()
     timer, timed = Timer(), steps(examples)
     model.fit(dataset, epochs=MAX_EPOCHS, steps_per_epoch=timed, verbose=0, callbacks=[timer])
@@ -146,6 +151,7 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
         "examples_per_s": trained * global_batch / timer.seconds,
         "steps_per_s": trained / timer.seconds,
         "loss": timer.loss if np.isfinite(timer.loss) else float("nan"),
+        "loss_after_examples": int((warm + timed) * global_batch),
         "startup_s": ready - launched,
         "warmup_s": warmed - ready,
     }
@@ -156,12 +162,15 @@ def _dataset(tf, x, y, global_batch: int, by_worker: bool):
 
     Under MWMS each worker keeps its DATA shard of the stream (auto-sharding). Parameter
     server workers build the dataset themselves (a `DatasetCreator`) and keep every other
-    batch, by the index of the worker that builds it.
+    batch, by the index of the worker that builds it. Each element of that dataset goes to one
+    replica of the worker (`distribute_datasets_from_function`), so it is batched per replica:
+    with several GPUs per worker, a worker's step is then `global_batch` examples, as counted.
     """
     if by_worker:
         def dataset_fn(input_context):
             worker = tf.distribute.coordinator.experimental_get_current_worker_index()
-            return _stream(tf, x, y, global_batch).shard(WORKERS, worker)
+            per_replica = input_context.get_per_replica_batch_size(global_batch)
+            return _stream(tf, x, y, per_replica).shard(WORKERS, worker)
 
         return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
     options = tf.data.Options()

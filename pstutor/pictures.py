@@ -729,8 +729,8 @@ def draw_comparison(
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=MIN_POINTS, frameon=False)
     count, cores = len(results), cores or cpu_cores()
     fig.suptitle(title if title else say(
-        f"The same model under {count} strategies ({cores} CPU cores)",
-        f"同一个模型、{count} 种策略（{cores} 个 CPU 核心）"))
+        f"The same model in {count} set-ups ({cores} CPU cores)",
+        f"同一个模型、{count} 种运行方式（{cores} 个 CPU 核心）"))
     fig.tight_layout(rect=(0, 0.05 * (1 + len(handles) // 4) + 0.03, 1, 1))
     return fig
 

@@ -27,6 +27,8 @@ def test_every_strategy_trains_and_is_measured():
         # timed for at least min_seconds, in whole epochs of `examples` (MWMS workers stop together)
         assert record["seconds"] >= 0.3 and record["examples"] % 1024 == 0, record
         assert record["examples_per_s"] == pytest.approx(record["examples"] / record["seconds"])
+        # the loss comes after the warm-up (512) and the first timed epoch: as many examples for all
+        assert record["loss_after_examples"] == 512 + 1024, record
     # alike set-ups: every worker its own process; the parameter server's ps and coordinator too
     assert {r["strategy"]: r["processes"] for r in results} == {"none": 1, "mirrored": 1, "ps": 4, "mwms": 2}
     replicas = {r["strategy"]: r["replicas"] for r in results}
