@@ -75,6 +75,7 @@ TERMS = {
     "parameter server (ps)": "参数服务器",
     "worker": "工作进程",
     "coordinator (chief)": "协调器（chief）",
+    "chief (MultiWorkerMirroredStrategy)": "主工作进程（chief）",
     "evaluator / sidecar evaluation": "评估器 / 边车评估",
     "cluster / job / task": "集群 / 作业 / 任务",
     "in-process cluster": "进程内集群",
