@@ -109,8 +109,8 @@ def report(root: Path, args: argparse.Namespace, guide: Path | None) -> None:
     totals: dict[tuple[str, str], float] = {}
     guide_runs: list[float] = []
     rows = []
-    print(f"{'notebook':<42} {'median s':>8} {'low-high':>11} {'budget':>7} {'peak MiB':>9}"
-          + (f" {'/ guide':>8}" if guide else ""))
+    header = f"{'notebook':<42} {'median s':>8} {'low-high':>11} {'budget':>7} {'peak MiB':>9}"
+    print(header)
     for folder in args.folders.split(","):
         for lang in langs:
             for path in sorted((root / folder / lang).glob("*.ipynb")):
@@ -136,7 +136,7 @@ def report(root: Path, args: argparse.Namespace, guide: Path | None) -> None:
     if guide_runs:
         middle = statistics.median(guide_runs)
         print(f"\nthe guide: median {middle:.1f} s of {len(guide_runs)} runs "
-              f"({min(guide_runs):.1f}-{max(guide_runs):.1f} s)")
+              f"({min(guide_runs):.1f}-{max(guide_runs):.1f} s)\n{header} {'/ guide':>8}")
         for path, seconds, line in rows:
             ratio = seconds / middle
             print(f"{line} {ratio:7.2f}x {'ok' if ratio <= guide_factor(path) else 'OVER'}")
