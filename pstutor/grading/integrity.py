@@ -390,7 +390,8 @@ def install(key: memoryview, work: str) -> None:
         for name, module in list_(dict_items(modules_dict)):
             # The notebook's own namespace is the course cells' and the answers' to rebind (a
             # later cell builds a new `model`); a check reads it only through its arguments.
-            if type_(name) is not str_ or not is_module(module) or name == "__main__":
+            # multiprocessing registers the same module again as __mp_main__.
+            if type_(name) is not str_ or not is_module(module) or name in ("__main__", "__mp_main__"):
                 continue
             namespace = module_dict(module)
             own = name == "pstutor" or str_startswith(name, "pstutor.")
