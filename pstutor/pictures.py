@@ -118,7 +118,7 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
             _detour(ax, chief_xy, target, lane + side * 0.15 * k, side)
     _box(ax, chief_xy, say("coordinator (chief)", "协调器（chief）"), chief, ROLE_COLOURS["chief"])
     for i, (xy, address) in enumerate(zip(worker_xy, workers, strict=True)):
-        _box(ax, xy, say(f"worker {i}", f"工作进程 {i}"), address, ROLE_COLOURS["worker"])
+        _box(ax, xy, say(f"worker {i}", f"{i} 号工作进程"), address, ROLE_COLOURS["worker"])
     for i, (xy, address) in enumerate(zip(ps_xy, ps, strict=True)):
         _box(ax, xy, say(f"ps {i}", f"参数服务器 {i}"), address, ROLE_COLOURS["ps"])
     for i, address in enumerate(evaluators):
@@ -357,7 +357,7 @@ def draw_timeline(
     """
     steps = sorted(steps)
     workers = sorted({s.worker for s in steps} | set(down or {}))
-    rows = {w: say(f"worker {w}", f"工作进程 {w}") for w in workers}
+    rows = {w: say(f"worker {w}", f"{w} 号工作进程") for w in workers}
     panel = 0.9 + 0.75 * max(len(workers), 1)
     legend_lines = len(down or {}) + len(marks or {}) + bool(retried) + bool(epoch_starts)
     fig = _figure(WIDTH, 1.0 + panel * (2 if zoom else 1) + 0.22 * legend_lines)
@@ -429,7 +429,7 @@ def _timeline_legend(down: Mapping[int, tuple[float, float]], marks: Mapping[str
                      retried: set[int]) -> list:
     """Legend entries for a dead worker's time down, the marked moments and the retried steps."""
     handles: list = [Patch(facecolor="#f3d3d5", edgecolor="#bc4b51", hatch="xx",
-                           label=say(f"worker {worker} down", f"工作进程 {worker} 停机"))
+                           label=say(f"worker {worker} down", f"{worker} 号工作进程停机"))
                      for worker in down]
     handles += [Line2D([], [], color=colour, linestyle="--", linewidth=1.5,
                        label=say(f"{words(label)} ({moment:.2f} s)", f"{words(label)}（{moment:.2f} 秒）"))
@@ -543,7 +543,7 @@ def draw_examples_seen(
             if count and cell >= 0.12 * len(str(count)):
                 ax.text(column, row, str(count), ha="center", va="center", fontsize=MIN_POINTS,
                         color="white" if count > top / 2 else "black")
-        ax.set_yticks(range(grid.shape[0]), [say(f"worker {w}", f"工作进程 {w}")
+        ax.set_yticks(range(grid.shape[0]), [say(f"worker {w}", f"{w} 号工作进程")
                                              for w in range(grid.shape[0])])
         ax.set_xticks(range(0, grid.shape[1], 4 if grid.shape[1] > 16 else 1))
         for row, seen in enumerate(grid):

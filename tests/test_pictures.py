@@ -76,7 +76,7 @@ def _every_picture() -> dict[str, Figure]:
                                        marks={say("interrupted after epoch 2", "第 2 个周期之后中断"): 2.5},
                                        levels={say("a fresh model", "新模型"): 0.8}),
         "timeline": pstutor.draw_timeline(_steps(), epoch_starts=[1, 11, 21], retried=[30],
-                                          marks={say("worker 1 killed", "工作进程 1 被杀掉"): 0.5},
+                                          marks={say("worker 1 killed", "1 号工作进程被杀掉"): 0.5},
                                           down={1: (0.5, 0.7)}),
         "examples": pstutor.draw_examples_seen({say("sharded by worker index", "按工作进程编号分片"):
                                                 [[1, 0] * 8, [0, 2] * 8]}),
@@ -395,14 +395,14 @@ def test_recorder_keeps_rows_it_read_from_a_worker_that_died_and_skips_unwritten
 def test_draw_timeline_marks_a_retried_step_of_a_millisecond_visibly(zh):
     steps = [pstutor.Step(n, 0, n * 0.1, n * 0.1 + 0.05) for n in range(20)]
     steps.append(pstutor.Step(20, 0, 2.0, 2.001))  # a retried step one millisecond long
-    fig = pstutor.draw_timeline(steps, retried=[20], marks={"工作进程 1 被杀掉": 0.5})  # lesson 07's
+    fig = pstutor.draw_timeline(steps, retried=[20], marks={"1 号工作进程被杀掉": 0.5})  # lesson 07's
     ax = fig.axes[0]
     [marker] = [line for line in ax.lines if line.get_marker() == "v"]
     assert marker.get_xdata()[0] == pytest.approx(2.0005)  # above the bar, whatever its width
     texts = _texts(fig)
     assert "重试" in texts and "20" in texts
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "工作进程 1 被杀掉（0.50 秒）" in legend  # the unit of the axis, not "s"
+    assert "1 号工作进程被杀掉（0.50 秒）" in legend  # the unit of the axis, not "s"
     [retried_handle] = [h for h in fig.legends[0].legend_handles if getattr(h, "get_marker", None)
                         and h.get_marker() == "v"]
     assert retried_handle.get_color() == marker.get_color()  # the legend shows what the chart shows
