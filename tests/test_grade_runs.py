@@ -273,3 +273,19 @@ def test_a_canvas_gradebook_collects_one_column_per_exercise(tmp_path):
     student = rows[1]
     assert student["SIS Login ID"] == "s1234" and student["Student"] == "s1234"
     assert [value for key, value in student.items() if key.startswith("Exercise")] == ["3", "3"]
+
+
+def test_the_submission_kernel_imports_nothing_only_the_grader_needs():
+    """Each submission's kernel starts by importing the integrity hook: the grader's own
+    machinery (nbformat, and through it jsonschema's grammars, seconds per kernel) stays out."""
+    probe = (
+        "import sys\n"
+        "from pstutor.grading import integrity, kernel\n"
+        "print(sorted(m for m in ('nbformat', 'jsonschema', 'pstutor.grading.classroom') if m in sys.modules))\n"
+        "import pstutor.grading as grading\n"
+        "print(grading.grade.__module__, grading.GradingError.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=clean_env(),
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "pstutor.grading.classroom GradingError"], done.stdout

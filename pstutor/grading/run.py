@@ -190,6 +190,7 @@ def execute(
         iopub_timeout=10,
         timeout_func=lambda cell: max(1, int(deadline - time.monotonic())),
         startup_timeout=int(timeout),
+        shutdown_kernel="immediate",  # the results are in; a graceful stop only waits (3 s a kernel)
         resources={"metadata": {"path": str(work)}},
         kernel_manager_class=SandboxedKernels,
     )
