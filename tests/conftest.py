@@ -103,12 +103,19 @@ def run_python(code: str, *args: str, env: dict | None = None, timeout: int = 18
     )
 
 
-def run_pstutor(*args: str, cwd: Path = ROOT, timeout: int = 300):
-    """Run the `pstutor` command line in a fresh process."""
+def run_pstutor(*args: str, cwd: Path = ROOT, timeout: int = 300, env: dict[str, str] | None = None):
+    """Run the `pstutor` command line in a fresh process (in `clean_env()` unless `env` is given)."""
     return subprocess.run(
         [sys.executable, "-m", "pstutor", *args], capture_output=True, text=True,
-        timeout=timeout, env=clean_env(), cwd=cwd,
+        timeout=timeout, env=clean_env() if env is None else env, cwd=cwd,
     )
+
+
+def run_grader(folder: Path, table: Path, *args: str, cwd: Path = ROOT, timeout: int = 3600,
+               env: dict[str, str] | None = None):
+    """`pstutor grade FOLDER --out TABLE --course <this clone> ARGS...`, as a teacher runs it."""
+    return run_pstutor("grade", str(folder), "--out", str(table), "--course", str(ROOT), *args,
+                       cwd=cwd, timeout=timeout, env=env)
 
 
 def write_kernelspec(jupyter_path: Path, name: str, python: Path | str, *,

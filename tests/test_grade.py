@@ -6,8 +6,6 @@ grader, reach a classmate nor touch the teacher's files or screen. The attacks a
 import csv
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from attacks import EXIT, FORGERS, FORGERS_OF_TASK, ODD_ERROR, ODD_TREE
-from conftest import ROOT, clean_env, descendants, run_pstutor
+from conftest import ROOT, clean_env, descendants, run_grader
 
 from pstutor import build, metadata
 from pstutor.sandbox import bwrap
@@ -153,30 +151,8 @@ def graded(tmp_path_factory):
     env = {**clean_env(), "PSTUTOR_TEST_SECRET": SECRET}
     sandboxes_before = set(Path(tempfile.gettempdir()).glob("pstutor-grade-*"))
     started = time.monotonic()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pstutor",
-            "grade",
-            str(folder),
-            "--out",
-            str(table),
-            "--timeout",
-            TIMEOUT,
-            "--jobs",
-            "2",
-            "--memory",
-            "2",
-            "--course",
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        env=env,
-        cwd=teacher,
-    )
+    result = run_grader(folder, table, "--timeout", TIMEOUT, "--jobs", "2", "--memory", "2",
+                        env=env, cwd=teacher)
     print(f"graded {len(before) + 3} submissions in {time.monotonic() - started:.0f} s")
     return result, table, keep, before, keep_stat, sandboxes_before
 
@@ -325,24 +301,8 @@ def test_odd_bytes_odd_trees_and_odd_exits_stop_nobody(graded):
 @needs_bwrap
 def test_a_flagged_submission_counts_once_the_teacher_accepts_it(graded, tmp_path):
     _, table, *_ = graded
-    again = run_pstutor(
-        "grade",
-        str(table.parent.parent / "submissions"),
-        "--out",
-        str(table),
-        "--timeout",
-        TIMEOUT,
-        "--jobs",
-        "2",
-        "--memory",
-        "2",
-        "--course",
-        str(ROOT),
-        "--accept",
-        "forger-registry",
-        cwd=table.parent,
-        timeout=600,
-    )
+    again = run_grader(table.parent.parent / "submissions", table, "--timeout", TIMEOUT, "--jobs", "2",
+                       "--memory", "2", "--accept", "forger-registry", cwd=table.parent, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "not run" in again.stdout and "[1/" not in again.stdout  # nothing ran again: the record was read
     row = _rows(table)["forger-registry"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, clean_env, descendants, run_pstutor
+from conftest import ROOT, clean_env, descendants, run_grader, run_pstutor
 
 from pstutor import build
 from pstutor.sandbox import bwrap
@@ -217,36 +217,14 @@ def test_gradescope_and_prairielearn_results_of_one_submission(tmp_path):
     }
     for format, schema in schemas.items():
         out = tmp_path / format / "results.json"
-        result = run_pstutor(
-            "grade",
-            str(folder),
-            "--format",
-            format,
-            "--exercise",
-            "01",
-            "--out",
-            str(out),
-            "--course",
-            str(ROOT),
-            timeout=600,
-        )
+        result = run_grader(folder, out, "--format", format, "--exercise", "01", timeout=600)
         assert result.returncode == 0, result.stderr[-2000:]
         payload = json.loads(out.read_text(encoding="utf-8"))
         jsonschema.validate(payload, schema)
         assert payload["score"] == (3 if format == "gradescope" else 1.0)
     (folder / "other.ipynb").write_text("{}")  # two notebooks: the student must submit one
     out = tmp_path / "two" / "results.json"
-    result = run_pstutor(
-        "grade",
-        str(folder),
-        "--format",
-        "prairielearn",
-        "--out",
-        str(out),
-        "--course",
-        str(ROOT),
-        timeout=300,
-    )
+    result = run_grader(folder, out, "--format", "prairielearn", timeout=300)
     payload = json.loads(out.read_text(encoding="utf-8"))
     assert (
         result.returncode == 0
@@ -263,8 +241,7 @@ def test_a_canvas_gradebook_collects_one_column_per_exercise(tmp_path):
         folder = tmp_path / exercise
         folder.mkdir()
         (folder / "s1234.ipynb").write_bytes(build.notebook_path(source, "en", "solution").read_bytes())
-        result = run_pstutor("grade", str(folder), "--format", "canvas", "--out", str(out), "--course",
-                             str(ROOT), timeout=600)
+        result = run_grader(folder, out, "--format", "canvas", timeout=600)
         assert result.returncode == 0, result.stderr[-2000:]
     with open(out, encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
@@ -281,7 +258,8 @@ def test_the_submission_kernel_imports_nothing_only_the_grader_needs():
     probe = (
         "import sys\n"
         "from pstutor.grading import integrity, kernel\n"
-        "print(sorted(m for m in ('nbformat', 'jsonschema', 'pstutor.grading.classroom') if m in sys.modules))\n"
+        "grader = ('nbformat', 'jsonschema', 'pstutor.grading.classroom')\n"
+        "print(sorted(m for m in grader if m in sys.modules))\n"
         "import pstutor.grading as grading\n"
         "print(grading.grade.__module__, grading.GradingError.__name__)\n"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from attacks import CPU_HOG, OUTPUT_FLOOD, SHARED_MEMORY, THREAD_FLOOD
-from conftest import ROOT, clean_env, descendants
+from conftest import ROOT, descendants, run_grader
 
 from pstutor import build, metadata
 from pstutor.grading.limits import TASK_LIMIT, Limits
@@ -133,29 +133,7 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
         _submission(folder / f"hog-{name}.ipynb", {"01.1": attack})
     table = tmp_path / "grades.csv"
     started = time.monotonic()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pstutor",
-            "grade",
-            str(folder),
-            "--out",
-            str(table),
-            "--jobs",
-            "2",
-            "--timeout",
-            "150",
-            "--memory",
-            "2",
-            "--course",
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=clean_env(),
-    )
+    result = run_grader(folder, table, "--jobs", "2", "--timeout", "150", "--memory", "2", timeout=1800)
     print(f"graded 6 submissions beside hogs in {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, result.stderr[-3000:]
     with open(table, encoding="utf-8") as handle:

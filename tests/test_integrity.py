@@ -4,12 +4,10 @@ hook in the kernel — with every task passed, full marks and nothing to review.
 hook must catch are in test_grade.py; these answers are what it must leave alone."""
 
 import csv
-import subprocess
-import sys
 
 import nbformat
 import pytest
-from conftest import ROOT, clean_env
+from conftest import ROOT, run_grader
 
 from pstutor import build
 from pstutor.sandbox import bwrap
@@ -41,27 +39,7 @@ def test_no_solution_and_no_correct_alternative_is_flagged(source, tmp_path):
             build.render(source, "en", "solution", answers=answers), folder / f"right-{index + 1}.ipynb"
         )
     table = tmp_path / "grades.csv"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pstutor",
-            "grade",
-            str(folder),
-            "--out",
-            str(table),
-            "--jobs",
-            "2",
-            "--timeout",
-            "600",
-            "--course",
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        env=clean_env(),
-    )
+    result = run_grader(folder, table, "--jobs", "2", "--timeout", "600")
     assert result.returncode == 0, result.stderr[-3000:]
     with open(table, encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
