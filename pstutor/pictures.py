@@ -348,7 +348,7 @@ def draw_timeline(
     The number on a bar is the step's number (`Step.step`); numbers that would overlap are
     left out. `marks` names moments (seconds on the steps' clock), drawn as dashed lines
     and listed in the legend. `epoch_starts` are the numbers of the first step of each
-    epoch: the pause between two epochs (the coordinator's `join()`) is shaded and the epochs
+    epoch: the gap between two epochs (the coordinator's work after `join()`) is shaded and the epochs
     are named above the bars; `before` names the steps that ran before the first epoch (an
     earlier section's step, say), so that they are not taken for an epoch. `retried` steps
     are hatched, outlined and labelled; `down` shades a worker's row from when it died to
@@ -457,7 +457,12 @@ def _label_retried(ax, steps, workers: list[int]) -> None:
 
 
 def _epoch_pauses(ax, steps, starts: list[int], before: str = "") -> list:
-    """Shade the pause between two epochs and name the epochs (and `before`) above the bars."""
+    """Shade the gap between two epochs and name the epochs (and `before`) above the bars.
+
+    The band runs from the end of the previous epochs' last step to the start of this epoch's
+    first: no step runs in it, so it is the coordinator's work after `join()` returned, not
+    `join()`'s wait for the last step (that is the stretch before the band).
+    """
     if not starts or not steps:
         return []
     earliest = [s for s in steps if s.step < starts[0]]
@@ -474,8 +479,8 @@ def _epoch_pauses(ax, steps, starts: list[int], before: str = "") -> list:
                        alpha=0.25, linewidth=0)
         _name_above(ax, mine, say(f"epoch {number}", f"第 {number} 个周期"))
     return [Patch(facecolor="#999999", alpha=0.25, label=say(
-        "pause between epochs: join() waits for the epoch's last step",
-        "周期之间的停顿：join() 等待本周期的最后一步"))]
+        "between epochs: the loop reads and resets the metrics, schedules the next epoch",
+        "周期之间：训练循环读取并重置指标，调度下一个周期"))]
 
 
 def _name_above(ax, steps, name: str) -> None:
