@@ -6,7 +6,8 @@ A live comparison inside a lesson would have to be short, and a short one ranks 
 rate over 15 ms of work flips from run to run). This script runs every set-up of the lesson
 - no strategy, MirroredStrategy, MultiWorkerMirroredStrategy and ParameterServerStrategy with
 `steps_per_execution=8`, and the parameter server again with 1 step per closure - in rounds
-(round-robin, so that a change of the machine's load hits every set-up alike), each in fresh
+(round-robin, so that a slow change of the machine's load is spread over all set-ups; a
+burst of seconds still hits whichever run is going), each in fresh
 processes through `pstutor.compare.compare`, and writes every run with the machine, the date
 and the load into `pstutor/measurements/compare_strategies.json`, which lesson 9 reads
 (`pstutor.compare.stored_results()`). Nothing is written unless every run measured at least
