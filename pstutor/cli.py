@@ -332,13 +332,13 @@ def parser() -> argparse.ArgumentParser:
     files.add_argument("--port", type=argument_type(user_input.port), default=2222,
                        help=say("the same on every host (default: 2222)", "每台主机都相同（默认：2222）"))
     files.add_argument("--program", default="train.py",
-                       help=say("what the chief runs (default: train.py)",
-                                "chief 运行的程序（默认：train.py）"))
+                       help=say("what the chief and the evaluator run (default: train.py)",
+                                "chief 和评估器运行的程序（默认：train.py）"))
     files.add_argument("--format", choices=("jobs", "tfjob"), default="jobs",
-                       help=say("jobs: a Service and a Job per task (kubernetes.yaml); "
-                                "tfjob: one Kubeflow TFJob (tfjob.yaml)",
-                                "jobs：每个任务一个 Service 和一个 Job（kubernetes.yaml）；"
-                                "tfjob：一个 Kubeflow TFJob（tfjob.yaml）"))
+                       help=say("jobs: a Service and a Job per task, and an evaluator Job (kubernetes.yaml); "
+                                "tfjob: one Kubeflow TFJob with an Evaluator (tfjob.yaml)",
+                                "jobs：每个任务一个 Service 和一个 Job，外加评估器的 Job（kubernetes.yaml）；"
+                                "tfjob：一个带评估器的 Kubeflow TFJob（tfjob.yaml）"))
     files.add_argument("--image", default=None,
                        help=say("container image (default: the one the written Dockerfile builds)",
                                 "容器镜像（默认：所写 Dockerfile 构建的镜像）"))

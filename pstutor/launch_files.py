@@ -5,14 +5,18 @@
 - `start-<task>.sh` per task: the task's own `TF_CONFIG`, `GRPC_FAIL_FAST`, then the program
   (run each on its machine, unchanged: every host uses the same port);
 - a Kubernetes manifest, in one of two formats:
-  `jobs` (`kubernetes.yaml`: a headless Service and a Job per task, plain Kubernetes) or
+  `jobs` (`kubernetes.yaml`: a headless Service and a Job per task, plain Kubernetes, plus
+  an evaluator Job) or
   `tfjob` (`tfjob.yaml`: one `TFJob` of Kubeflow's training operator, which starts the pods
-  and writes each one's `TF_CONFIG` itself);
+  and writes each one's `TF_CONFIG` itself, with an `Evaluator` replica);
 - a `Dockerfile` for the image every pod runs: the course's Python, TensorFlow, tf-keras,
   pstutor and the training program.
 
 Every worker and ps runs `python -m pstutor.task_server`, which reads its role from
-`TF_CONFIG`; the chief runs your training program. The manifests are built as data and
+`TF_CONFIG`; the chief and the evaluator run your training program. The evaluator stays out of
+the training cluster (a task listed there that runs no server blocks the chief's strategy): it
+mounts the checkpoint claim read-only, on the chief's node, since the claim is ReadWriteOnce.
+It has no start script: it runs beside the cluster, not in it. The manifests are built as data and
 written with PyYAML. The files are written as one set (`pstutor.written`): a rerun replaces
 the set it wrote before and removes its stale files (the manifest of the other format, the
 script of a task that is gone), refuses files edited since unless `force`, and never touches
@@ -47,7 +51,9 @@ RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}}
 # Restart policy per job (plain Jobs: restartPolicy and backoffLimit; TFJob: restartPolicy).
 # A worker restarted in place keeps its name and rejoins (lesson 7). A ps restarts empty: the
 # chief's training then fails, and the chief, restarted too, resumes from its checkpoint.
-RESTARTS = {"chief": 3, "worker": 10, "ps": 3}
+RESTARTS = {"chief": 3, "worker": 10, "ps": 3, "evaluator": 3}
+# The evaluator's TF_CONFIG: its role and no cluster (train.py's evaluator branch needs no more).
+EVALUATOR_TF_CONFIG = '{"task": {"type": "evaluator", "index": 0}}'
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,30}[a-z0-9])?")  # leaves room for "-worker-NN" in 63
 _CLAIM = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
@@ -70,8 +76,8 @@ def marker(what_en: str, what_zh: str) -> str:
 
 
 def task_command(task_type: str, program: str) -> list[str]:
-    """What a task runs: the chief runs the training program, every other task the server."""
-    return ["python", program] if task_type == "chief" else SERVER_COMMAND
+    """What a task runs: the chief and the evaluator run the training program, the others the server."""
+    return ["python", program] if task_type in ("chief", "evaluator") else SERVER_COMMAND
 
 
 def write_launch_files(
@@ -138,7 +144,7 @@ def kubernetes_manifest(
     num_workers: int, num_ps: int, *, port: int = 2222, program: str = "train.py",
     image: str | None = None, name: str = "pstutor", volume_claim: str = "pstutor-checkpoints",
 ) -> str:
-    """Plain Kubernetes: the checkpoint volume claim, then a headless Service and a Job per task."""
+    """Plain Kubernetes: the checkpoint claim, a headless Service and a Job per task, the evaluator's Job."""
     image = default_image() if image is None else image
     _check_arguments(program, image, name, "jobs", volume_claim)
     counts = {"chief": 1, "worker": num_workers, "ps": num_ps}
@@ -162,21 +168,29 @@ def kubernetes_manifest(
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"restartPolicy": "OnFailure", **pod}}},
         })
+    documents.append(_evaluator_job(name, program, image, volume_claim))
     header = [
         marker("plain Kubernetes, a Service and a Job per task.",
                "普通 Kubernetes，每个任务一个 Service 和一个 Job。"),
         *say(
             ["# Build the image first (see Dockerfile), then: kubectl apply -f kubernetes.yaml",
-             "# Workers, ps and chief restart on failure (restartPolicy: OnFailure) and keep their",
+             "# Every task restarts on failure (restartPolicy: OnFailure); the servers keep their",
              "# Service name: a restarted worker rejoins; after a ps restart the chief fails, restarts",
              f"# and must resume from its last checkpoint in {CHECKPOINTS} (volume claim {volume_claim}).",
-             "# The servers never end: when the chief's Job has completed, kubectl delete -f kubernetes.yaml",
+             "# The evaluator (no Service, outside the training cluster) reads the checkpoints; the",
+             "# claim is ReadWriteOnce, so its pod affinity puts it on the node of the chief's pod",
+             f"# (task: {name}-chief-0).",
+             "# The servers never end: when the chief's and the evaluator's Jobs have completed,",
+             "# kubectl delete -f kubernetes.yaml",
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f kubernetes.yaml",
-             "# 工作进程、参数服务器和协调器失败后都会重启（restartPolicy: OnFailure），Service 名称不变：",
+             "# 每个任务失败后都会重启（restartPolicy: OnFailure），服务器的 Service 名称不变：",
              "# 重启的工作进程会重新加入；参数服务器重启后协调器会失败并重启，",
              f"# 必须从 {CHECKPOINTS} 中最近的检查点接着训练（持久卷申领 {volume_claim}）。",
-             "# 服务器永远不会自己结束：协调器的 Job 完成后，运行 kubectl delete -f kubernetes.yaml",
+             "# 评估器（没有 Service，不在训练集群中）读取检查点；持久卷申领是 ReadWriteOnce，",
+             f"# 所以它的 pod 亲和性把它放到协调器 pod（task: {name}-chief-0）所在的节点上。",
+             "# 服务器永远不会自己结束：协调器和评估器的 Job 都完成后，",
+             "# 运行 kubectl delete -f kubernetes.yaml",
              "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, documents)
@@ -186,36 +200,52 @@ def tfjob_manifest(
     num_workers: int, num_ps: int, *, port: int = 2222, program: str = "train.py",
     image: str | None = None, name: str = "pstutor", volume_claim: str = "pstutor-checkpoints",
 ) -> str:
-    """Kubeflow's training operator: the volume claim and one `TFJob` (Chief, Worker, PS)."""
+    """Kubeflow's training operator: the volume claim and one `TFJob` (Chief, Worker, PS, Evaluator).
+
+    The operator leaves the Evaluator out of the cluster it writes into every replica's
+    `TF_CONFIG` and gives it the task type `evaluator` (training-operator `genClusterSpec`).
+    `cleanPodPolicy: None`: the job succeeds when the chief does, and the default `Running`
+    would then delete the evaluator while it evaluates the last checkpoint.
+    """
     image = default_image() if image is None else image
     _check_arguments(program, image, name, "tfjob", volume_claim)
-    counts = {"Chief": ("chief", 1), "Worker": ("worker", num_workers), "PS": ("ps", num_ps)}
+    counts = {"Chief": ("chief", 1), "Worker": ("worker", num_workers), "PS": ("ps", num_ps),
+              "Evaluator": ("evaluator", 1)}
+    # the operator's labels on the chief's pod (replica type in lower case)
+    chief = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": "chief"}
     replicas = {}
     for kind, (job, count) in counts.items():
         if count:
             replicas[kind] = {
                 "replicas": count, "restartPolicy": "OnFailure",
                 "template": {"metadata": {"labels": {"app": name}},
-                             "spec": _pod(job, program, image, port, "tfjob-port", volume_claim, [])},
+                             "spec": _pod(job, program, image, port, "tfjob-port", volume_claim, [],
+                                          beside=chief)},
             }
     tfjob = {
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
         "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "tfReplicaSpecs": replicas},
+        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "tfReplicaSpecs": replicas},
     }
     header = [
         marker("one TFJob for Kubeflow's training operator (v1).",
                "一个 TFJob，供 Kubeflow 的训练 operator（v1）使用。"),
         *say(
             ["# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
-             "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG.",
-             "# Replicas restart on failure; when the chief succeeds the job succeeds and the",
-             "# servers still running are deleted (cleanPodPolicy: Running).",
+             "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG;",
+             "# the Evaluator is left out of the training cluster. Replicas restart on failure.",
+             "# When the chief succeeds the job succeeds; cleanPodPolicy: None deletes nothing then, so",
+             "# the evaluator finishes its last evaluation (Running would delete it, and the servers).",
+             "# The evaluator mounts the claim read-only on the chief's node (ReadWriteOnce: pod affinity).",
+             "# The servers never end: when the evaluator has completed, kubectl delete -f tfjob.yaml",
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f tfjob.yaml",
-             "# operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG。",
-             "# 副本失败后会重启；协调器成功结束时整个作业成功，",
-             "# 仍在运行的服务器会被删除（cleanPodPolicy: Running）。",
+             "# operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG；",
+             "# 评估器不在训练集群中。副本失败后会重启。",
+             "# 协调器成功结束时整个作业成功；cleanPodPolicy: None 这时什么也不删，",
+             "# 评估器因此能做完最后一次评估（Running 会把它和服务器一起删掉）。",
+             "# 评估器在协调器所在的节点上以只读方式挂载持久卷申领（ReadWriteOnce：pod 亲和性）。",
+             "# 服务器永远不会自己结束：评估器完成后，运行 kubectl delete -f tfjob.yaml",
              "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, [_volume_claim(volume_claim, name), tfjob])
@@ -245,25 +275,52 @@ def dockerfile(program: str, image: str) -> str:
     )
 
 
-def _pod(job: str, program: str, image: str, port: int, port_name: str, volume_claim: str,
-         env: list[dict]) -> dict:
-    """A pod spec for one task; the chief mounts the checkpoint volume."""
-    container = {
+def _evaluator_job(name: str, program: str, image: str, volume_claim: str) -> dict:
+    """The evaluator as a plain Job: its role only in TF_CONFIG, no Service, on the chief's node."""
+    labels = {"app": name, "task": f"{name}-evaluator-0"}
+    pod = _pod("evaluator", program, image, None, None, volume_claim,
+               [{"name": "TF_CONFIG", "value": EVALUATOR_TF_CONFIG}],
+               beside={"task": f"{name}-chief-0"})
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": f"{name}-evaluator-0", "labels": {"app": name}},
+        "spec": {"backoffLimit": RESTARTS["evaluator"],
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"restartPolicy": "OnFailure", **pod}}},
+    }
+
+
+def _pod(job: str, program: str, image: str, port: int | None, port_name: str | None,
+         volume_claim: str, env: list[dict], beside: dict | None = None) -> dict:
+    """A pod spec for one task; the chief mounts the checkpoint volume, the evaluator reads it.
+
+    Only the chief writes (the program saves with experimental_io_device on it). The claim is
+    ReadWriteOnce (one node), so the evaluator gets a pod affinity to the pod labelled `beside`.
+    """
+    container: dict = {
         "name": "tensorflow", "image": image,
         "command": task_command(job, _app_path(program)), "workingDir": APP_DIR,
-        "ports": [{"name": port_name, "containerPort": port}],
+        # the plain evaluator Job serves nothing; the operator wants its port on every replica
+        **({} if port is None else {"ports": [{"name": port_name, "containerPort": port}]}),
         "env": [*env, {"name": "GRPC_FAIL_FAST", "value": "use_caller"}],
         "resources": RESOURCES,
     }
     pod: dict = {"containers": [container]}
-    if job == "chief":  # only the chief writes: the program saves with experimental_io_device on it
-        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINTS}]
+    if job in ("chief", "evaluator"):
+        mount = {"name": "checkpoints", "mountPath": CHECKPOINTS}
+        container["volumeMounts"] = [mount if job == "chief" else {**mount, "readOnly": True}]
         pod["volumes"] = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume_claim}}]
+    if job == "evaluator" and beside:
+        pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": beside}, "topologyKey": "kubernetes.io/hostname"}]}}
     return pod
 
 
 def _volume_claim(volume_claim: str, name: str) -> dict:
-    """The chief's claim: one writer, so ReadWriteOnce, which every storage class offers."""
+    """The checkpoints' claim: one writer, so ReadWriteOnce, which every storage class offers.
+
+    ReadWriteOnce is one node, not one pod: the evaluator, on the chief's node, reads it too.
+    """
     return {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": volume_claim, "labels": {"app": name}},

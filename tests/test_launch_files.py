@@ -38,7 +38,7 @@ def test_start_scripts_and_manifest_agree(tmp_path):
     documents = list(yaml.safe_load_all((tmp_path / "kubernetes.yaml").read_text()))
     services = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"}
     jobs = [d for d in documents if d["kind"] == "Job"]
-    assert len(services) == len(jobs) == 4
+    assert len(services) == 4 and len(jobs) == 5  # the evaluator's Job has no Service
     for job in jobs:
         pod = job["spec"]["template"]["spec"]
         [container] = pod["containers"]
@@ -47,6 +47,10 @@ def test_start_scripts_and_manifest_agree(tmp_path):
         config = json.loads(env["TF_CONFIG"])
         me = f"pstutor-{config['task']['type']}-{config['task']['index']}"
         assert job["metadata"]["name"] == me
+        if config["task"]["type"] == "evaluator":  # beside the cluster: its role and nothing else
+            assert config == {"task": {"type": "evaluator", "index": 0}} and me not in services
+            assert container["command"] == ["python", "/app/train.py"] and "ports" not in container
+            continue
         assert services[me]["spec"]["selector"] == job["spec"]["template"]["metadata"]["labels"]
         for addresses in config["cluster"].values():
             for address in addresses:
@@ -68,10 +72,38 @@ def test_plain_manifest_restarts_tasks_and_mounts_the_checkpoints():
         [container] = pod["containers"]
         assert container["image"] == "registry.example.com/t:1"
         assert container["resources"]["requests"]["memory"] == "1Gi"
-        mounted = [m["mountPath"] for m in container.get("volumeMounts", [])]
-        assert mounted == (["/app/output"] if role == "chief" else []), role  # the only writer
-        if mounted:
+        mounts = {m["mountPath"]: m.get("readOnly", False) for m in container.get("volumeMounts", [])}
+        expected = {"chief": {"/app/output": False}, "evaluator": {"/app/output": True}}  # one writer
+        assert mounts == expected.get(role, {}), role
+        if mounts:
             assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-ckpt"
+
+
+@pytest.mark.parametrize("make", [kubernetes_manifest, tfjob_manifest])
+def test_the_evaluator_reads_the_claim_on_the_chiefs_node_and_stays_out_of_the_cluster(make):
+    """ReadWriteOnce is one node: the evaluator's required pod affinity selects the chief's pod."""
+    documents = list(yaml.safe_load_all(make(2, 1, name="team")))
+    if make is kubernetes_manifest:
+        pods = {d["metadata"]["name"]: d["spec"]["template"] for d in documents if d["kind"] == "Job"}
+        evaluator, chief_labels = pods.pop("team-evaluator-0"), pods["team-chief-0"]["metadata"]["labels"]
+        for template in pods.values():  # no training task lists the evaluator
+            env = {e["name"]: e["value"] for e in template["spec"]["containers"][0]["env"]}
+            assert "evaluator" not in json.loads(env["TF_CONFIG"])["cluster"]
+    else:
+        [tfjob] = [d for d in documents if d["kind"] == "TFJob"]
+        evaluator = tfjob["spec"]["tfReplicaSpecs"]["Evaluator"]["template"]
+        assert tfjob["spec"]["tfReplicaSpecs"]["Evaluator"]["replicas"] == 1
+        # the labels training-operator v1 puts on the chief's pod (the replica type in lower case)
+        chief_labels = {"training.kubeflow.org/job-name": "team",
+                        "training.kubeflow.org/replica-type": "chief"}
+    [term] = evaluator["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= chief_labels.items()
+    [claim] = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert evaluator["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert evaluator["spec"]["containers"][0]["volumeMounts"] == [
+        {"name": "checkpoints", "mountPath": "/app/output", "readOnly": True}]
 
 
 @pytest.mark.parametrize("make", [kubernetes_manifest, tfjob_manifest])
@@ -97,14 +129,18 @@ def test_tfjob_validates_against_the_crd_schema_and_lets_the_operator_write_tf_c
     _validate_tfjob(tfjob)
     assert tfjob["apiVersion"] == "kubeflow.org/v1"
     replicas = tfjob["spec"]["tfReplicaSpecs"]
-    assert {k: v["replicas"] for k, v in replicas.items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    counts = {k: v["replicas"] for k, v in replicas.items()}
+    assert counts == {"Chief": 1, "Worker": 2, "PS": 1, "Evaluator": 1}
+    # the job succeeds with the chief; "Running" would then delete the evaluator still evaluating
+    assert tfjob["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
     for kind, spec in replicas.items():
         assert spec["restartPolicy"] in ("OnFailure", "ExitCode", "Always", "Never")
         [container] = spec["template"]["spec"]["containers"]
         assert container["name"] == "tensorflow"  # the container the operator configures
         assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2300}]
         assert "TF_CONFIG" not in {e["name"] for e in container["env"]}, kind
-    assert replicas["Chief"]["template"]["spec"]["containers"][0]["command"] == ["python", "/app/train.py"]
+    for kind in ("Chief", "Evaluator"):
+        assert replicas[kind]["template"]["spec"]["containers"][0]["command"] == ["python", "/app/train.py"]
 
 
 def test_the_dockerfile_builds_the_course_environment_and_the_program(tmp_path):
