@@ -510,7 +510,8 @@ def test_plot_train_eval_leaves_room_for_a_diamond_at_the_last_step():
     """The evaluator's large hollow diamond at the last step and the top value is not clipped."""
     fig = pstutor.plot_train_eval(  # lesson 06's numbers: the diamond is the lowest loss
         {"training loss": [(5, 0.8), (10, 0.7), (15, 0.646)], "training accuracy": [(5, .33), (15, .61)]},
-        {"validation loss": [(5, 0.708), (10, 0.629), (15, 0.59)], "validation accuracy": [(5, .58), (15, .76)],
+        {"validation loss": [(5, 0.708), (10, 0.629), (15, 0.59)],
+         "validation accuracy": [(5, .58), (15, .76)],
          "sidecar evaluation loss": [(15, 0.59)], "sidecar evaluation accuracy": [(15, .76)]},
         panels=("loss", "accuracy"), title="title")
     fig.canvas.draw()
