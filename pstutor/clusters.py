@@ -30,12 +30,18 @@ def worker_config(num_workers: int):
     several in-process workers and training can deadlock. It counts the cores this process
     may run on (`os.sched_getaffinity`, as lesson 01 does), not the host's: a container
     pinned to 2 of 64 cores has 2.
+
+    A server builds its devices from this config, not from the eager context: GPUs this
+    process hid with `tf.config.set_visible_devices([], "GPU")` (lesson 06 does on machines
+    with two or more) are hidden from its in-process workers only through `device_count`.
     """
     import tensorflow as tf
 
     config = tf.compat.v1.ConfigProto()
     if usable_cores() < num_workers + 1:
         config.inter_op_parallelism_threads = num_workers + 1
+    if not tf.config.get_visible_devices("GPU"):
+        config.device_count["GPU"] = 0
     return config
 
 

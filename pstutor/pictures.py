@@ -617,6 +617,7 @@ def plot_train_eval(
         xs, ys = zip(*points, strict=True) if points else ((), ())
         axes[index].plot(xs, ys, label=words(name), **_curve_style(name, name in training, panels, sources))
     for ax, label in zip(axes, panels or [ylabel], strict=True):
+        ax.margins(x=0.08, y=0.12)  # room for the large diamonds at the first and last steps
         _finish(fig, ax, xlabel, label, "" if panels else title)
     steps = sorted({x for points in [*training.values(), *evaluation.values()] for x, _ in points})
     if 0 < len(steps) <= 12:

@@ -504,3 +504,22 @@ def test_draw_timeline_has_no_row_tick_marks_that_read_as_a_minus_sign():
     for ax in fig.axes:
         assert all(tick.tick1line.get_markersize() == 0 for tick in ax.yaxis.get_major_ticks())
         assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 0", "worker 1"]
+
+
+def test_plot_train_eval_leaves_room_for_a_diamond_at_the_last_step():
+    """The evaluator's large hollow diamond at the last step and the top value is not clipped."""
+    fig = pstutor.plot_train_eval(  # lesson 06's numbers: the diamond is the lowest loss
+        {"training loss": [(5, 0.8), (10, 0.7), (15, 0.646)], "training accuracy": [(5, .33), (15, .61)]},
+        {"validation loss": [(5, 0.708), (10, 0.629), (15, 0.59)],
+         "validation accuracy": [(5, .58), (15, .76)],
+         "sidecar evaluation loss": [(15, 0.59)], "sidecar evaluation accuracy": [(15, .76)]},
+        panels=("loss", "accuracy"), title="title")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    diamond = ax.lines[-1]
+    box = ax.get_window_extent()
+    x, y = ax.transData.transform((15, 0.59))
+    # a diamond ("D") is a square of the marker's size turned by 45 degrees: its tips reach size / sqrt(2)
+    half = (diamond.get_markersize() / 2 ** 0.5 + diamond.get_markeredgewidth() / 2) * fig.dpi / 72
+    assert box.x0 <= x - half and x + half <= box.x1, (x, half, box)
+    assert box.y0 <= y - half and y + half <= box.y1, (y, half, box)
