@@ -11,7 +11,8 @@ burst of seconds still hits whichever run is going), each in fresh
 processes through `pstutor.compare.compare`, and writes every run with the machine, the date
 and the load into `pstutor/measurements/compare_strategies.json`, which lesson 9 reads
 (`pstutor.compare.stored_results()`). Nothing is written unless every run measured at least
-`--min-seconds`. Takes several minutes.
+`--min-seconds`. Takes 20 minutes or more (the stored run: about 23 minutes of start-up,
+warm-up and timed work over its 25 runs).
 """
 
 from __future__ import annotations

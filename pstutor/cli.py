@@ -198,11 +198,11 @@ def _compare(args: argparse.Namespace) -> int:
             f"{args.examples} examples in batches of {args.batch_size}",
             f"--steps-per-execution {args.steps_per_execution}：最大为 {max(1, steps)}，"
             f"即以 {args.batch_size} 为批次训练 {args.examples} 个样本的步数"))
-    short = memory_shortfall(2, TASK_MEMORY_GB)  # mwms: two TensorFlow processes at once
+    short = memory_shortfall(4, TASK_MEMORY_GB)  # ps: coordinator, two workers and a ps at once
     if short is not None:
-        raise BadInput(say(f"compare runs two TensorFlow processes at once, about {short[0]:.1f} GB of "
-                           f"memory; this machine has {short[1]:.1f} GB available. Close other programs.",
-                           f"compare 会同时运行两个 TensorFlow 进程，约需 {short[0]:.1f} GB 内存；"
+        raise BadInput(say(f"compare runs up to four TensorFlow processes at once, about {short[0]:.1f} GB "
+                           f"of memory; this machine has {short[1]:.1f} GB available. Close other programs.",
+                           f"compare 最多会同时运行四个 TensorFlow 进程，约需 {short[0]:.1f} GB 内存；"
                            f"本机可用 {short[1]:.1f} GB。请先关闭其他程序。"))
     listed = ", ".join(names)
     print(say(f"comparing {listed} on {args.examples} examples, one fresh process each",
