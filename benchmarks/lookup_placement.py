@@ -8,10 +8,11 @@ variant and several rounds, which would make the lesson slow (the slow variants 
 five times as long as the fast one). The set-up is the lesson's: an in-process cluster of
 3 workers and 2 ps, the toy words of lesson 4, lookup layers created under
 `strategy.scope()`, outside it, or inside `dataset_fn`, and a function that only pulls
-`--batches` preprocessed batches through a worker's pipeline. A round schedules one call
-per worker and waits for all of them; every variant first runs one untimed round (tracing,
-the table's copies on the workers), then the variants take turns, round after round, so a
-change in the machine's load hits all of them.
+`--batches` preprocessed batches through a worker's pipeline. A round schedules as many
+calls as there are workers (each goes to whichever worker's thread is free) and waits for
+all of them; every variant first runs one untimed round (tracing, the table's copies on the
+workers), then the variants take turns, in the same order in every round, so a change in
+the machine's load hits all of them.
 
 The results go to `pstutor/measurements/lookup_placement.json` (with the machine, its load
 average before and after, and the date); rebuild lesson 04 afterwards. A benchmark, not a
