@@ -452,7 +452,7 @@ def test_draw_cluster_numbers_the_tasks_in_chinese_as_the_prose_does(zh):
 
 
 def test_draw_shards_names_the_rows_as_the_cluster_figure_does_and_titles_in_chinese(zh):
-    """In Chinese the rows are 0 号参数服务器, 1 号… (the cluster figure's and the prose's words), not "ps 0"."""
+    """In Chinese the rows are 0 号参数服务器, 1 号… (the cluster figure's words), not "ps 0"."""
     fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
     fig = pstutor.draw_shards(fixed)
     fig.draw_without_rendering()
