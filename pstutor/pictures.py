@@ -108,7 +108,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     ax.axis("off")
     ax.set_title(words(title) if title else say("Parameter server cluster", "参数服务器集群"))
     for xy in worker_xy:
-        _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"])
+        # both ways: the coordinator schedules functions, their results (RemoteValues) come back
+        _link(ax, _edge(chief_xy, +1), _edge(xy, -1), _LINKS["schedule"], style="<|-|>")
         for target in ps_xy:  # both ways: a worker reads the variables and sends updates back
             _link(ax, _edge(xy, +1), _edge(target, -1), _LINKS["variables"], style="<|-|>")
     above = [xy for xy in ps_xy if xy[1] >= chief_xy[1]]
@@ -120,7 +121,7 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
     for i, (xy, address) in enumerate(zip(worker_xy, workers, strict=True)):
         _box(ax, xy, say(f"worker {i}", f"{i} 号工作进程"), address, ROLE_COLOURS["worker"])
     for i, (xy, address) in enumerate(zip(ps_xy, ps, strict=True)):
-        _box(ax, xy, say(f"ps {i}", f"参数服务器 {i}"), address, ROLE_COLOURS["ps"])
+        _box(ax, xy, say(f"ps {i}", f"{i} 号参数服务器"), address, ROLE_COLOURS["ps"])
     for i, address in enumerate(evaluators):
         _box(ax, (1.25 + 2.5 * i, evaluator_y), say(f"evaluator {i}", f"评估器 {i}"), address,
              ROLE_COLOURS["evaluator"])
@@ -135,7 +136,8 @@ def draw_cluster(cluster, title: str | None = None) -> Figure:
                 ha="right", va="bottom", fontsize=MIN_POINTS, color="#555555")
     handles = [
         Line2D([], [], color=_LINKS["schedule"], label=say(
-            "coordinator → worker: schedules functions", "协调器 → 工作进程：调度函数")),
+            "coordinator ↔ worker: schedules functions, gets their results",
+            "协调器 ↔ 工作进程：调度函数，取回结果")),
         Line2D([], [], color=_LINKS["variables"], label=say(
             "worker ↔ ps: reads variables, sends updates", "工作进程 ↔ 参数服务器：读取变量、发回更新")),
         Line2D([], [], color=_LINKS["create"], linestyle="--", label=say(
@@ -278,7 +280,7 @@ def draw_shards(variables, title: str | None = None) -> Figure:
         unit, scale = _unit(total)
         widest = total / scale
         for task, shards in per_task.items():
-            row = say(f"ps {task}", f"参数服务器 {task}")  # lesson 01's figure names them so too
+            row = say(f"ps {task}", f"{task} 号参数服务器")  # lesson 01's figure names them so too
             left = 0.0
             for shard in shards:
                 size = shard["bytes"] / scale
@@ -302,7 +304,7 @@ def draw_shards(variables, title: str | None = None) -> Figure:
     axes[0].invert_yaxis()
     totals = {t: sum(r["bytes"] for r in rows if _ps_task(r["device"]) == t) for t in tasks}
     fig.text(0.5, 0.01, say("bytes per ps: ", "各参数服务器的字节数：") + say(", ", "，").join(
-        say(f"ps {t} {_bytes(b)}", f"参数服务器 {t} {_bytes(b)}") for t, b in totals.items()),
+        say(f"ps {t} {_bytes(b)}", f"{t} 号参数服务器 {_bytes(b)}") for t, b in totals.items()),
         ha="center", va="bottom", fontsize=MIN_POINTS)
     fig.suptitle(words(title) if title else say("Where the shards live", "分片放在哪里"))
     fig.tight_layout(rect=(0, 0.06, 1, 1))

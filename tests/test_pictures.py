@@ -428,26 +428,35 @@ def test_draw_cluster_keeps_the_evaluator_outside_the_training_cluster():
     assert not any("training cluster" in t.get_text() for t in no_evaluator.axes[0].texts)
 
 
-def test_draw_cluster_draws_worker_ps_links_both_ways_and_the_others_one_way():
+def test_draw_cluster_draws_the_task_links_both_ways_and_the_checkpoints_one_way():
     """Workers read variables and send updates back, the coordinator creates, reads and saves
-    them (two heads each); scheduling goes one way."""
-    cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
+    them, and gets back the results of the functions it schedules (two heads each); the
+    evaluator only reads the checkpoints."""
+    cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"], "evaluator": ["127.0.0.1:4"]}
     ax = pstutor.draw_cluster(cluster).axes[0]
     heads = {}
     for arrow in (p for p in ax.patches if isinstance(p, FancyArrowPatch)):
         heads.setdefault(arrow.get_edgecolor()[:3], set()).add(type(arrow.get_arrowstyle()).__name__)
     colour = matplotlib.colors.to_rgb
     assert heads[colour(pictures._LINKS["variables"])] == {"CurveFilledAB"}
-    assert heads[colour(pictures._LINKS["schedule"])] == {"CurveFilledB"}
+    assert heads[colour(pictures._LINKS["schedule"])] == {"CurveFilledAB"}
     assert heads[colour(pictures._LINKS["create"])] == {"CurveFilledAB"}
+    assert heads[colour(pictures._LINKS["checkpoints"])] == {"CurveFilledB"}
+
+
+def test_draw_cluster_numbers_the_tasks_in_chinese_as_the_prose_does(zh):
+    """Workers and ps alike read "0 号…" in Chinese, the form the lessons' prose uses."""
+    texts = _texts(pstutor.draw_cluster({"worker": ["127.0.0.1:1"], "ps": ["127.0.0.1:2", "127.0.0.1:3"]}))
+    assert {"0 号工作进程", "0 号参数服务器", "1 号参数服务器"} <= set(texts)
+    assert not any(t.startswith("参数服务器 ") for t in texts)
 
 
 def test_draw_shards_names_the_rows_as_the_cluster_figure_does_and_titles_in_chinese(zh):
-    """In Chinese the rows are 参数服务器 0, 1 (the cluster figure's words), not "ps 0"."""
+    """In Chinese the rows are 0 号参数服务器, 1 号… (the cluster figure's words), not "ps 0"."""
     fixed = [_sharded(_Shard("embedding/part_0", 512, 64, 0), _Shard("embedding/part_1", 512, 64, 1))]
     fig = pstutor.draw_shards(fixed)
     fig.draw_without_rendering()
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["参数服务器 0", "参数服务器 1"]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["0 号参数服务器", "1 号参数服务器"]
     assert fig.axes[0].get_title() == "变量 embedding（256 KiB）"  # the name is the code's, the words Chinese
     set_language("en")
     fig = pstutor.draw_shards(fixed)
