@@ -273,10 +273,14 @@ def cleanup_command(format: str, name: str) -> str:
     return f"kubectl delete job,service -l app={name}" if format == "jobs" else f"kubectl delete tfjob {name}"
 
 
-def copy_pod_spec(image: str, volume_claim: str) -> dict:
-    """A pod that mounts the claim read-only where the chief wrote, and waits to be copied from."""
+def copy_pod_spec(pod: str, image: str, volume_claim: str) -> dict:
+    """A pod that mounts the claim read-only where the chief wrote, and waits to be copied from.
+
+    Its container has the pod's name, the one `kubectl run` gives its own, so that the override
+    replaces that container whether kubectl merges lists wholesale (`merge`) or by name (`strategic`).
+    """
     return {"containers": [{
-        "name": "copy", "image": image, "command": ["sleep", "3600"],
+        "name": pod, "image": image, "command": ["sleep", "3600"],
         "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINTS, "readOnly": True}]}],
         "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume_claim}}],
         "restartPolicy": "Never"}
@@ -285,7 +289,7 @@ def copy_pod_spec(image: str, volume_claim: str) -> dict:
 def copy_commands(image: str, volume_claim: str, name: str) -> list[str]:
     """The commands that copy the checkpoints out of the claim (`kubectl cp` runs the image's tar)."""
     pod = f"{name}-copy"
-    overrides = json.dumps({"apiVersion": "v1", "spec": copy_pod_spec(image, volume_claim)},
+    overrides = json.dumps({"apiVersion": "v1", "spec": copy_pod_spec(pod, image, volume_claim)},
                            separators=(",", ":"))
     return [f"kubectl run {pod} --image={image} --restart=Never --overrides={shlex.quote(overrides)}",
             f"kubectl wait --for=condition=Ready pod/{pod}",

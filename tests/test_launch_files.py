@@ -364,6 +364,7 @@ def test_the_headers_cleanup_stops_the_servers_and_keeps_the_claim_with_the_chec
     [chief_mount] = chief_pod["containers"][0]["volumeMounts"]
     assert mount["mountPath"] == chief_mount["mountPath"] and mount["readOnly"] is True
     assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
-    assert pod["spec"]["containers"][0]["image"] == chief_pod["containers"][0]["image"]
+    [container] = pod["spec"]["containers"]  # named as kubectl run names its own: it replaces it
+    assert container["name"] == run[2] and container["image"] == chief_pod["containers"][0]["image"]
     assert f"kubectl cp {run[2]}:{chief_mount['mountPath']} ./output" in text
     assert commands[-1] == f"kubectl delete pvc {claim['metadata']['name']}"  # last, after the copy
