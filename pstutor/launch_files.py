@@ -27,6 +27,7 @@ written.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import shlex
 import sys
@@ -181,7 +182,10 @@ def kubernetes_manifest(
              "# claim is ReadWriteOnce, so its pod affinity puts it on the node of the chief's pod",
              f"# (task: {name}-chief-0).",
              "# The servers never end: when the chief's and the evaluator's Jobs have completed,",
-             "# kubectl delete -f kubernetes.yaml",
+             "# delete the Jobs and Services by kind; the claim, labelled app too, keeps the checkpoints",
+             "# (kubectl delete -f would delete it, and with a Delete reclaim policy its volume):",
+             f"#   {cleanup_command('jobs', name)}",
+             *_copy_lines_en(image, volume_claim, name),
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f kubernetes.yaml",
              "# 每个任务失败后都会重启（restartPolicy: OnFailure），服务器的 Service 名称不变：",
@@ -189,8 +193,11 @@ def kubernetes_manifest(
              f"# 必须从 {CHECKPOINTS} 中最近的检查点接着训练（持久卷申领 {volume_claim}）。",
              "# 评估器（没有 Service，不在训练集群中）读取检查点；持久卷申领是 ReadWriteOnce，",
              f"# 所以它的 pod 亲和性把它放到协调器 pod（task: {name}-chief-0）所在的节点上。",
-             "# 服务器永远不会自己结束：协调器和评估器的 Job 都完成后，",
-             "# 运行 kubectl delete -f kubernetes.yaml",
+             "# 服务器永远不会自己结束：协调器和评估器的 Job 都完成后，按类型删除 Job 和 Service；",
+             "# 持久卷申领也带有 app 标签，但要留下它，因为检查点就在里面",
+             "# （kubectl delete -f 会把它删掉，回收策略为 Delete 时它的卷也会随之删除）：",
+             f"#   {cleanup_command('jobs', name)}",
+             *_copy_lines_zh(image, volume_claim, name),
              "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, documents)
@@ -229,7 +236,7 @@ def tfjob_manifest(
     }
     header = [
         marker("one TFJob for Kubeflow's training operator (v1).",
-               "一个 TFJob，供 Kubeflow 的训练 operator（v1）使用。"),
+               "一个 TFJob，供 Kubeflow 的 Training Operator（v1）使用。"),
         *say(
             ["# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
              "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG;",
@@ -237,18 +244,70 @@ def tfjob_manifest(
              "# When the chief succeeds the job succeeds; cleanPodPolicy: None deletes nothing then, so",
              "# the evaluator finishes its last evaluation (Running would delete it, and the servers).",
              "# The evaluator mounts the claim read-only on the chief's node (ReadWriteOnce: pod affinity).",
-             "# The servers never end: when the evaluator has completed, kubectl delete -f tfjob.yaml",
+             "# The servers never end: when the evaluator has completed, delete the TFJob only (its",
+             "# pods and Services go with it); the claim keeps the checkpoints (delete -f would delete it):",
+             f"#   {cleanup_command('tfjob', name)}",
+             *_copy_lines_en(image, volume_claim, name),
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f tfjob.yaml",
-             "# operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG；",
+             "# Training Operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG；",
              "# 评估器不在训练集群中。副本失败后会重启。",
              "# 协调器成功结束时整个作业成功；cleanPodPolicy: None 这时什么也不删，",
              "# 评估器因此能做完最后一次评估（Running 会把它和服务器一起删掉）。",
              "# 评估器在协调器所在的节点上以只读方式挂载持久卷申领（ReadWriteOnce：pod 亲和性）。",
-             "# 服务器永远不会自己结束：评估器完成后，运行 kubectl delete -f tfjob.yaml",
+             "# 服务器永远不会自己结束：评估器完成后，只删除这个 TFJob（它的 pod 和 Service 随之删除）；",
+             "# 持久卷申领保留下来，检查点就在里面（kubectl delete -f 会把它删掉）：",
+             f"#   {cleanup_command('tfjob', name)}",
+             *_copy_lines_zh(image, volume_claim, name),
              "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, [_volume_claim(volume_claim, name), tfjob])
+
+
+def cleanup_command(format: str, name: str) -> str:
+    """What stops the servers once training and evaluation are done, and keeps the claim.
+
+    The claim carries the label `app` too, so the plain Jobs' command selects by kind; a TFJob's
+    pods and Services are owned by it and go with it. `kubectl delete -f` would delete the claim.
+    """
+    return f"kubectl delete job,service -l app={name}" if format == "jobs" else f"kubectl delete tfjob {name}"
+
+
+def copy_pod_spec(pod: str, image: str, volume_claim: str) -> dict:
+    """A pod that mounts the claim read-only where the chief wrote, and waits to be copied from.
+
+    Its container has the pod's name, the one `kubectl run` gives its own, so that the override
+    replaces that container whether kubectl merges lists wholesale (`merge`) or by name (`strategic`).
+    """
+    return {"containers": [{
+        "name": pod, "image": image, "command": ["sleep", "3600"],
+        "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINTS, "readOnly": True}]}],
+        "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": volume_claim}}],
+        "restartPolicy": "Never"}
+
+
+def copy_commands(image: str, volume_claim: str, name: str) -> list[str]:
+    """The commands that copy the checkpoints out of the claim (`kubectl cp` runs the image's tar)."""
+    pod = f"{name}-copy"
+    overrides = json.dumps({"apiVersion": "v1", "spec": copy_pod_spec(pod, image, volume_claim)},
+                           separators=(",", ":"))
+    return [f"kubectl run {pod} --image={image} --restart=Never --overrides={shlex.quote(overrides)}",
+            f"kubectl wait --for=condition=Ready pod/{pod}",
+            f"kubectl cp {pod}:{CHECKPOINTS} ./output && kubectl delete pod {pod}",
+            f"kubectl delete pvc {volume_claim}"]
+
+
+def _copy_lines_en(image: str, volume_claim: str, name: str) -> list[str]:
+    run, wait, copy, delete = (f"#   {c}" for c in copy_commands(image, volume_claim, name))
+    return ["# Then copy the checkpoints out through a pod that mounts the claim:", run, wait, copy,
+            "# and delete the claim (with a Delete reclaim policy, its volume too) once you have them:",
+            delete]
+
+
+def _copy_lines_zh(image: str, volume_claim: str, name: str) -> list[str]:
+    run, wait, copy, delete = (f"#   {c}" for c in copy_commands(image, volume_claim, name))
+    return ["# 然后通过一个挂载该持久卷申领的 pod 把检查点复制出来：", run, wait, copy,
+            "# 拿到检查点之后再删除持久卷申领（回收策略为 Delete 时，它的卷也会被删除）：", delete]
 
 
 def dockerfile(program: str, image: str) -> str:

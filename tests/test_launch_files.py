@@ -3,6 +3,7 @@ CRD's schemas offline, and a command that never touches a file of the user's."""
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -324,3 +325,46 @@ def test_every_comment_a_file_opens_with_follows_the_course_language(tmp_path, f
             assert len(prose) >= 2, (path.name, comments)
             chinese = [any("\u4e00" <= ch <= "\u9fff" for ch in line) for line in prose]
             assert all(chinese) if lang == "zh" else not any(chinese), (lang, path.name, prose)
+
+
+@pytest.mark.parametrize("format", ["jobs", "tfjob"])
+def test_the_headers_cleanup_stops_the_servers_and_keeps_the_claim_with_the_checkpoints(tmp_path, format):
+    """The advised delete selects every Job and Service (or the TFJob), never the claim; the copy pod
+    it advises next mounts that claim where the chief wrote and is a valid Pod."""
+    paths = write_launch_files(tmp_path, HOSTS, num_workers=2, num_ps=1, format=format, name="team",
+                               volume_claim="team-ckpt", image="registry.example.com/t:1")
+    [manifest] = [p for p in paths if p.suffix == ".yaml"]
+    text = manifest.read_text()
+    documents = list(yaml.safe_load_all(text))
+    commands = [line[4:] for line in text.splitlines() if line.startswith("#   kubectl")]
+    assert not any(" -f " in c and "delete" in c for c in commands), commands
+    [delete] = [shlex.split(c) for c in commands if c.startswith("kubectl delete ") and "pod" not in c
+                and "pvc" not in c]
+    [claim] = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    if format == "jobs":
+        assert delete[:2] == ["kubectl", "delete"] and delete[3] == "-l", delete
+        kinds, (key, value) = delete[2].split(","), delete[4].split("=")
+        chosen = [d for d in documents
+                  if d["kind"].lower() in kinds and d["metadata"]["labels"].get(key) == value]
+        assert claim["metadata"]["labels"].get(key) == value  # a label alone would take the claim too
+        assert claim not in chosen
+        assert {d["metadata"]["name"] for d in chosen} == {
+            d["metadata"]["name"] for d in documents if d["kind"] in ("Job", "Service")}
+        chief = next(d for d in documents if d["metadata"]["name"] == "team-chief-0" and d["kind"] == "Job")
+        chief_pod = chief["spec"]["template"]["spec"]
+    else:
+        [tfjob] = [d for d in documents if d["kind"] == "TFJob"]
+        assert delete == ["kubectl", "delete", "tfjob", tfjob["metadata"]["name"]]
+        chief_pod = tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
+    [run] = [shlex.split(c) for c in commands if c.startswith("kubectl run ")]
+    [overrides] = [json.loads(a.split("=", 1)[1]) for a in run if a.startswith("--overrides=")]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": run[2]}, "spec": overrides["spec"]}
+    kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+    [mount] = pod["spec"]["containers"][0]["volumeMounts"]
+    [chief_mount] = chief_pod["containers"][0]["volumeMounts"]
+    assert mount["mountPath"] == chief_mount["mountPath"] and mount["readOnly"] is True
+    assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    [container] = pod["spec"]["containers"]  # named as kubectl run names its own: it replaces it
+    assert container["name"] == run[2] and container["image"] == chief_pod["containers"][0]["image"]
+    assert f"kubectl cp {run[2]}:{chief_mount['mountPath']} ./output" in text
+    assert commands[-1] == f"kubectl delete pvc {claim['metadata']['name']}"  # last, after the copy
