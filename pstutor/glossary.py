@@ -29,7 +29,6 @@ WORDS = {
     "epoch": "周期",
     "examples/s": "样本/秒",
     "global batch": "全局批次大小",
-    "held-out accuracy": "留出集准确率",
     "learning rate": "学习率",
     "loss": "损失",
     "ms per step": "每步毫秒数",

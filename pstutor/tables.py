@@ -26,7 +26,6 @@ COLUMNS = {
     "epoch": "epoch",
     "examples_per_s": "examples/s",
     "global_batch": "global batch",
-    "held_out_accuracy": "held-out accuracy",
     "learning_rate": "learning rate",
     "loss": "loss",
     "ms_per_step": "ms per step",

@@ -53,8 +53,6 @@ def test_show_table_prints_the_table(lang, capsys):
 @pytest.mark.parametrize("values, en, zh", [
     ({"epoch": 2, "loss": np.float32(0.41), "accuracy": 0.988},
      "epoch 2: loss 0.4100, accuracy 0.9880", "第 2 个周期：损失 0.4100，准确率 0.9880"),
-    ({"epoch": 1, "held_out_accuracy": 0.68},
-     "epoch 1: held-out accuracy 0.6800", "第 1 个周期：留出集准确率 0.6800"),
     ({"checkpoint_step": 10, "accuracy": 0.57},
      "checkpoint at step 10: accuracy 0.5700", "第 10 步的检查点：准确率 0.5700"),
     ({"step": 3}, "step 3", "第 3 步"),
