@@ -113,7 +113,11 @@ class LocalCluster:
         return self
 
     def kill(self, task_type: str, task_index: int, sig: int = signal.SIGKILL) -> None:
-        """Kill one task's process (SIGKILL by default: a machine that vanishes)."""
+        """Kill one task's process (SIGKILL by default: a process that crashes).
+
+        Its host keeps running and closes the dead process's connections at once, so
+        peers notice quickly; a machine that loses power or network closes nothing.
+        """
         self._check_task(task_type, task_index)
         child = self._children.get((task_type, task_index))
         if child is not None and child.running:
