@@ -6,7 +6,8 @@ A live comparison inside a lesson would have to be short, and a short one ranks 
 rate over 15 ms of work flips from run to run). This script runs every set-up of the lesson
 - no strategy, MirroredStrategy, MultiWorkerMirroredStrategy and ParameterServerStrategy with
 `steps_per_execution=8`, and the parameter server again with 1 step per closure - in rounds
-(round-robin, so that a slow change of the machine's load is spread over all set-ups; a
+(round-robin, in the given order in odd rounds and reversed in even ones, so that a change
+of the machine's load over a round's minutes does not always favour the same set-ups; a
 burst of seconds still hits whichever run is going), each in fresh
 processes through `pstutor.compare.compare`, and writes every run with the machine, the date
 and the load into `pstutor/measurements/compare_strategies.json`, which lesson 9 reads
@@ -56,6 +57,16 @@ def _setup(item: str) -> tuple[str, int]:
     return name.strip(), int(spe)
 
 
+def round_order(setups: list[tuple[str, int]], number: int) -> list[tuple[str, int]]:
+    """The set-ups in the order they run in round `number` (from 1): reversed in even rounds.
+
+    A fixed order would put every set-up at the same place in every round, so a load that
+    rises or falls over a round (minutes) would always favour the earlier ones, and the
+    paired counts of lesson 9 (set-up A beat B in k of n rounds) could not rule that out.
+    """
+    return list(setups) if number % 2 else list(reversed(setups))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -85,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         def report(line: str, number: int = number) -> None:
             print(f"round {number}: {line}", flush=True)
 
-        for name, spe in setups:
+        for name, spe in round_order(setups, number):
             (record,) = compare.compare([name], args.examples, batch_size=BATCH_SIZE,
                                         learning_rate=LEARNING_RATE, steps_per_execution=spe,
                                         min_seconds=args.min_seconds, timeout=600,
@@ -104,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                          "after": [round(v, 2) for v in os.getloadavg()]},
         "settings": {"rounds": args.rounds, "examples": args.examples, "min_seconds": args.min_seconds,
                      "batch_size": BATCH_SIZE, "learning_rate": LEARNING_RATE,
-                     "setups": [{"strategy": name, "steps_per_execution": spe} for name, spe in setups]},
+                     "setups": [{"strategy": name, "steps_per_execution": spe} for name, spe in setups],
+                     "order": "the setups' order in odd rounds, reversed in even rounds"},
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
