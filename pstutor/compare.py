@@ -233,10 +233,9 @@ def _bench(name: str, args: list[str], timeout: float) -> dict:
             group.wait(timeout, until=[measuring])
             everyone = group.runs()
             processes = len(everyone)
-            servers_failed = [run for run in everyone if run.task_id != measuring
-                              and run.returncode not in (None, 0)]
-            runs = [everyone[measuring]] if everyone[measuring].returncode == 0 else \
-                (servers_failed or [everyone[measuring]])[:1]  # a server that failed, or the coordinator
+            failed = group.failed if group.failed is not None else next(  # a server that failed first
+                (run.task_id for run in everyone if run.returncode not in (None, 0)), measuring)
+            runs = [everyone[measuring] if everyone[measuring].returncode == 0 else everyone[failed]]
     for run in runs:
         if run.returncode != 0:
             code, tail = run.returncode, run.output[-2000:]
@@ -264,6 +263,7 @@ class ProcessGroup:
     def __init__(self) -> None:
         self._children: list[Child] = []
         self._launched = time.time()
+        self.failed: int | None = None  # the child whose failure made `wait` stop the others
 
     def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | Path | None = None) -> int:
         """Start one child; its index. Benchmark children learn when the group started (start-up time)."""
@@ -286,7 +286,9 @@ class ProcessGroup:
         deadline = time.monotonic() + timeout
         waited = [self._children[i] for i in until] if until is not None else self._children
         while any(c.running for c in waited):
-            if any(c.returncode not in (None, 0) for c in self._children):
+            failed = [i for i, c in enumerate(self._children) if c.returncode not in (None, 0)]
+            if failed:  # the others are stopped now, and a stopped server exits 143: not its failure
+                self.failed = failed[0]
                 stop(self._children)
                 return
             if time.monotonic() > deadline:

@@ -178,6 +178,8 @@ def kubernetes_manifest(
              "# Every task restarts on failure (restartPolicy: OnFailure); the servers keep their",
              "# Service name: a restarted worker rejoins; after a ps restart the chief fails, restarts",
              f"# and must resume from its last checkpoint in {CHECKPOINTS} (volume claim {volume_claim}).",
+             "# Only a failure is restarted: a server stopped by SIGTERM (a drain, an eviction) exits 143;",
+             "# exit code 0 would complete its Job, and no pod would replace it.",
              "# The evaluator (no Service, outside the training cluster) reads the checkpoints; the",
              "# claim is ReadWriteOnce, so its pod affinity puts it on the node of the chief's pod",
              f"# (task: {name}-chief-0).",
@@ -191,6 +193,8 @@ def kubernetes_manifest(
              "# 每个任务失败后都会重启（restartPolicy: OnFailure），服务器的 Service 名称不变：",
              "# 重启的工作进程会重新加入；参数服务器重启后协调器会失败并重启，",
              f"# 必须从 {CHECKPOINTS} 中最近的检查点接着训练（持久卷申领 {volume_claim}）。",
+             "# 只有失败才会重启：服务器被 SIGTERM 停止（节点排空、驱逐）时以退出码 143 退出；",
+             "# 如果以 0 退出，它的 Job 就算完成了，不会再有 pod 替代它。",
              "# 评估器（没有 Service，不在训练集群中）读取检查点；持久卷申领是 ReadWriteOnce，",
              f"# 所以它的 pod 亲和性把它放到协调器 pod（task: {name}-chief-0）所在的节点上。",
              "# 服务器永远不会自己结束：协调器和评估器的 Job 都完成后，按类型删除 Job 和 Service；",
@@ -240,7 +244,8 @@ def tfjob_manifest(
         *say(
             ["# Build the image first (see Dockerfile), then: kubectl apply -f tfjob.yaml",
              "# The operator creates a pod and a Service per replica and writes each pod's TF_CONFIG;",
-             "# the Evaluator is left out of the training cluster. Replicas restart on failure.",
+             "# the Evaluator is left out of the training cluster. Replicas restart on failure; a server",
+             "# stopped by SIGTERM (a drain, an eviction) exits 143, a failure: exit code 0 is success.",
              "# When the chief succeeds the job succeeds; cleanPodPolicy: None deletes nothing then, so",
              "# the evaluator finishes its last evaluation (Running would delete it, and the servers).",
              "# The evaluator mounts the claim read-only on the chief's node (ReadWriteOnce: pod affinity).",
@@ -251,7 +256,8 @@ def tfjob_manifest(
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f tfjob.yaml",
              "# Training Operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG；",
-             "# 评估器不在训练集群中。副本失败后会重启。",
+             "# 评估器不在训练集群中。副本失败后会重启；服务器被 SIGTERM 停止（节点排空、驱逐）时",
+             "# 以退出码 143 退出，算作失败：退出码 0 表示成功。",
              "# 协调器成功结束时整个作业成功；cleanPodPolicy: None 这时什么也不删，",
              "# 评估器因此能做完最后一次评估（Running 会把它和服务器一起删掉）。",
              "# 评估器在协调器所在的节点上以只读方式挂载持久卷申领（ReadWriteOnce：pod 亲和性）。",
@@ -292,7 +298,7 @@ def copy_commands(image: str, volume_claim: str, name: str) -> list[str]:
     overrides = json.dumps({"apiVersion": "v1", "spec": copy_pod_spec(pod, image, volume_claim)},
                            separators=(",", ":"))
     return [f"kubectl run {pod} --image={image} --restart=Never --overrides={shlex.quote(overrides)}",
-            f"kubectl wait --for=condition=Ready pod/{pod}",
+            f"kubectl wait --for=condition=Ready --timeout=10m pod/{pod}",  # an image pull takes minutes
             f"kubectl cp {pod}:{CHECKPOINTS} ./output && kubectl delete pod {pod}",
             f"kubectl delete pvc {volume_claim}"]
 
@@ -391,8 +397,19 @@ def _app_path(program: str) -> str:
     return f"{APP_DIR}/{PurePosixPath(program).name}"
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes every value in full, never as an anchor (`&id001`) and its aliases (`*id001`).
+
+    The pods share one `RESOURCES` dict and the servers one `SERVER_COMMAND` list: with aliases,
+    the Worker's `resources` would be `*id001`, and editing the Chief's block would change all four.
+    """
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def _dump(header: list[str], documents: list[dict]) -> str:
-    body = yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, width=1000)
+    body = yaml.dump_all(documents, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, width=1000)
     return "\n".join(header) + "\n" + body
 
 

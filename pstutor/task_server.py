@@ -2,8 +2,13 @@
 `pstutor.child`).
 
 It reads its role from `TF_CONFIG`, starts a `tf.distribute.Server` and serves until it is
-stopped. Stopped by Ctrl-C or SIGTERM it says so in one line and exits with code 0 at once
-(no traceback, no gRPC shutdown noise). Started by pstutor, it also ends itself when the
+stopped. Stopped by Ctrl-C or SIGTERM it says so in one line and exits at once (no traceback,
+no gRPC shutdown noise): with code 0 after Ctrl-C, which a person at its terminal typed, and
+with 143 = 128 + SIGTERM after SIGTERM, as a process the signal ended. On Kubernetes a drain,
+an eviction or a preemption stops a pod with SIGTERM, and a Job with `restartPolicy:
+OnFailure` restarts only a failed pod: exit code 0 would complete the server's Job, and no
+pod would replace it. pstutor's own helpers stop their tasks with SIGTERM too and read no
+exit code of a task they stopped themselves. Started by pstutor, it also ends itself when the
 process that started it dies (`processes.guard_parent`), so that no server outlives a killed
 notebook kernel; started by a launch file's script on a real machine, it does not.
 
@@ -36,7 +41,8 @@ def serve() -> int:
 
     def stopped(signum: int, frame: object) -> None:
         print(say(f"{task} stopped.", f"{task} 已停止。"), flush=True)
-        os._exit(0)  # at once: a clean gRPC shutdown would only print errors about the peers
+        # at once: a clean gRPC shutdown would only print errors about the peers
+        os._exit(0 if signum == signal.SIGINT else 128 + signum)
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # ignored under a pstutor parent
         signal.signal(signal.SIGINT, stopped)

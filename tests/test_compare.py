@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, alive, clean_env, descendants, run_pstutor, run_python
 
 from pstutor import compare
+from pstutor.tf_config import cluster_dict, make_tf_config
 
 
 def test_every_strategy_trains_and_is_measured():
@@ -82,6 +83,22 @@ def test_run_workers_gives_each_worker_its_own_tf_config_and_stops_them_on_failu
     assert runs[0].output.strip() == "worker 0 hello" and runs[1].output.strip() == "worker 1 hello"
     assert runs[1].returncode == 3 and runs[0].returncode != 0  # stopped, not finished
     assert not descendants(os.getpid())
+
+
+def test_a_group_names_the_child_that_failed_not_a_server_it_stopped(tmp_path):
+    """A server the group stops exits 143 (SIGTERM): the failure it records is the child that failed."""
+    program = tmp_path / "fails.py"
+    program.write_text("import sys\nsys.exit(3)\n")
+    with compare.ProcessGroup() as group:
+        group.spawn(["task_server"], {"TF_CONFIG": make_tf_config(cluster_dict(1, 1), "ps", 0).to_json()})
+        deadline = time.monotonic() + 120
+        while "READY ps 0" not in group.runs()[0].output and time.monotonic() < deadline:
+            time.sleep(0.1)
+        failing = group.spawn(["script", str(program)], {})
+        group.wait(120)
+        runs = group.runs()
+    assert group.failed == failing and runs[failing].returncode == 3
+    assert runs[0].returncode == 143 and "ps 0 stopped." in runs[0].output, runs[0]
 
 
 def test_run_workers_times_out_and_leaves_nothing(tmp_path):

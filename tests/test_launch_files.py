@@ -368,3 +368,23 @@ def test_the_headers_cleanup_stops_the_servers_and_keeps_the_claim_with_the_chec
     assert container["name"] == run[2] and container["image"] == chief_pod["containers"][0]["image"]
     assert f"kubectl cp {run[2]}:{chief_mount['mountPath']} ./output" in text
     assert commands[-1] == f"kubectl delete pvc {claim['metadata']['name']}"  # last, after the copy
+
+
+@pytest.mark.parametrize("make", [kubernetes_manifest, tfjob_manifest])
+def test_the_manifests_are_plain_yaml_every_pod_with_its_own_blocks(make):
+    """No anchor or alias: each replica's `resources` and `command` can be edited alone."""
+    text = make(2, 1)
+    events = list(yaml.parse(text, Loader=yaml.SafeLoader))
+    assert not [e for e in events if isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None)]
+    assert "&id" not in text and "*id" not in text
+    documents = list(yaml.safe_load_all(text))
+    if make is kubernetes_manifest:
+        pods = [d["spec"]["template"]["spec"] for d in documents if d["kind"] == "Job"]
+    else:
+        pods = [r["template"]["spec"] for d in documents if d["kind"] == "TFJob"
+                for r in d["spec"]["tfReplicaSpecs"].values()]
+    assert len(pods) == (5 if make is kubernetes_manifest else 4)
+    for pod in pods:
+        assert pod["containers"][0]["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}}
+    pods[0]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}  # one edit, one pod
+    assert [p["containers"][0]["resources"].get("limits") for p in pods[1:]] == [None] * (len(pods) - 1)

@@ -251,9 +251,12 @@ def test_the_start_scripts_run_a_cluster_on_four_hosts(hosts, tmp_path):
     timings["until the restarted worker ran steps"] = float(rejoined[1])
     assert hosts.processes["chief-0"].wait(timeout=60) == 0, hosts.log("chief-0")
 
-    for task in ("ps-0", "worker-0", "worker-1"):  # Ctrl-C on a server: one line, exit code 0
-        hosts.processes[task].send_signal(signal.SIGINT)
-        assert hosts.processes[task].wait(timeout=30) == 0
+    # Ctrl-C on a server: one line, exit code 0; SIGTERM (a drain, an eviction): one line, 143,
+    # a failure, so that a Kubernetes Job restarts the server instead of counting it complete
+    for task, sig, code in (("ps-0", signal.SIGTERM, 143), ("worker-0", signal.SIGINT, 0),
+                            ("worker-1", signal.SIGINT, 0)):
+        hosts.processes[task].send_signal(sig)
+        assert hosts.processes[task].wait(timeout=30) == code
         name = task.replace("-", " ")
         tail = hosts.log(task).split(f"READY {name}")[-1]
         assert tail.strip().splitlines() == [f"{name} stopped."], tail  # no traceback, no gRPC noise

@@ -1,10 +1,15 @@
-"""A task server whose port is taken says so in one line, naming the port and the task."""
+"""A task server whose port is taken says so in one line, naming the port and the task; a
+stopped one says so in one line, and SIGTERM (a drain, an eviction) reads as a failure."""
 
 import json
+import signal
 import socket
+import subprocess
+import sys
 
+import portpicker
 import pytest
-from conftest import run_python
+from conftest import ROOT, clean_env, run_python
 
 # As `python -m pstutor.task_server` on a machine, but the port probe before the bind says
 # "free" once: the bind itself then fails, as when a program takes the port in between.
@@ -52,3 +57,24 @@ def test_a_listening_port_is_in_use_and_a_closed_one_is_not():
     assert port_in_use(port)  # only on 127.0.0.1: a server on every interface cannot bind it
     holder.close()
     assert not port_in_use(port)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 0)])
+def test_a_server_stopped_on_its_machine_says_so_and_sigterm_is_no_success(sig, code):
+    """Started as a launch file's script starts it (no pstutor parent): SIGTERM exits 128 + 15, so a
+    Kubernetes Job restarts a server a drain stopped; Ctrl-C, typed by a person, exits 0."""
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    config = {"cluster": {"worker": [f"127.0.0.1:{ports[0]}"], "ps": [f"127.0.0.1:{ports[1]}"]},
+              "task": {"type": "ps", "index": 0}}
+    process = subprocess.Popen([sys.executable, "-m", "pstutor.task_server"], text=True,
+                               env={**clean_env(), "TF_CONFIG": json.dumps(config)}, cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert process.stdout.readline().strip() == "READY ps 0"
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == code
+    assert out.strip() == "ps 0 stopped.", out + err
