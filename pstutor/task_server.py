@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 import tempfile
-import threading
+import time
 
 
 def serve() -> int:
@@ -71,8 +71,11 @@ def serve() -> int:
         print(busy, file=sys.stderr, flush=True)
         return 1
     print(f"READY {task}", flush=True)
-    threading.Event().wait()  # serve until a signal, or until guard_parent sees the parent go
-    return 0
+    # Serve until a signal, or until guard_parent sees the parent go. Not a blocking wait: the
+    # kernel may hand the signal to one of TensorFlow's threads, and then Python runs the
+    # handler only once the main thread runs again (seen: a SIGTERM unanswered for 60 s).
+    while True:
+        time.sleep(0.5)
 
 
 def port_in_use(port: int) -> bool:
