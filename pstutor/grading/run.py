@@ -118,6 +118,7 @@ def execute(
     """Run the notebook in a fresh kernel inside `work`; what stopped it early (empty when nothing did)."""
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpecManager
+    from nbclient.exceptions import CellTimeoutError
     from traitlets import default
 
     specs = work / "kernels"
@@ -224,7 +225,8 @@ def execute(
         reached = _limit_reached(watchdogs, slot, memory)
         if reached:
             return reached
-        if time.monotonic() >= deadline:
+        # nbclient's own cell timeout is the deadline in whole seconds, so it can fire just before it
+        if isinstance(err, CellTimeoutError) or time.monotonic() >= deadline:
             return text(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
         first = str(err).splitlines()[0][:200] if str(err) else ""
         return text(f"{type(err).__name__}: {first}", f"{type(err).__name__}：{first}")
