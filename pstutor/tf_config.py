@@ -116,7 +116,7 @@ def all_tf_configs(cluster: Mapping[str, Sequence[str]]) -> list[TFConfig]:
 # one not listed reads as a plain syntax error.
 _JSON_ZH = {
     "Expecting value": "缺少一个值",
-    "Expecting ',' delimiter": "缺少逗号",
+    "Expecting ',' delimiter": "应为逗号（或右括号）",
     "Expecting ':' delimiter": "缺少冒号",
     "Expecting property name enclosed in double quotes": "应为带双引号的键名",
     "Unterminated string starting at": "有未闭合的字符串",
@@ -139,6 +139,13 @@ def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
             raise TFConfigError(say("TF_CONFIG is nested too deeply to be a cluster description.",
                                     "TF_CONFIG 嵌套过深，不可能是集群描述。")) from None
         except json.JSONDecodeError as err:
+            if err.pos >= len(err.doc.rstrip()):  # cut off: json would ask for a comma at the end
+                raise TFConfigError(say(
+                    f"TF_CONFIG is not valid JSON: it ends (line {err.lineno}, column {err.colno}) "
+                    "before every { and [ is closed.",
+                    f"TF_CONFIG 不是合法的 JSON：文本在第 {err.lineno} 行第 {err.colno} 列就结束了，"
+                    "还有 { 或 [ 没有闭合。",
+                )) from None
             raise TFConfigError(
                 say(
                     f"TF_CONFIG is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}.",

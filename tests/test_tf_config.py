@@ -147,8 +147,9 @@ def test_the_task_server_names_a_bad_tf_config_in_one_line(lang, expected):
 
 
 @pytest.mark.parametrize("text, zh", [
-    ('{"task": {"type": "worker" "index": 0}}', "第 1 行第 28 列缺少逗号。"),
+    ('{"task": {"type": "worker" "index": 0}}', "第 1 行第 28 列应为逗号（或右括号）。"),
     ('{"task": 1} x', "第 1 行第 13 列之后还有多余内容。"),
+    ('{"task": {"type": "worker", "index": 0}', "文本在第 1 行第 40 列就结束了，还有 { 或 [ 没有闭合。"),
 ])
 def test_bad_json_is_named_in_chinese_in_a_zh_notebook(text, zh):
     """json's own English message is rendered in Chinese, with its line and column."""
@@ -159,3 +160,11 @@ def test_bad_json_is_named_in_chinese_in_a_zh_notebook(text, zh):
     finally:
         pstutor.set_language("en")
     assert str(caught.value).endswith(zh) and "Expecting" not in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ['{"task": {"type": "worker", "index": 0}', '{"cluster": {"worker": ["a:1"',
+                                  '{'])
+def test_a_cut_off_tf_config_says_it_ends_too_early_not_that_a_comma_is_missing(text):
+    """json asks for a ',' where the text simply ends; a comma would not fix it, a closing bracket would."""
+    with pytest.raises(TFConfigError, match=r"ends \(line 1, column \d+\) before every \{ and \[ is closed"):
+        parse_tf_config(text)
