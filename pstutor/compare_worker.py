@@ -60,11 +60,12 @@ def make_ps(tf):
 
 MAKERS = {"none": make_none, "mirrored": make_mirrored, "mwms": make_mwms, "ps": make_ps}
 
-# Every run reads one stream shuffled with a fixed seed, so that only the strategy differs
-# between runs. The replicas of MirroredStrategy share each batch of it; two workers (MWMS, or
-# the parameter server's) split it: MWMS by auto-sharding, parameter server workers, which
-# each run the whole pipeline themselves (lesson 5), by keeping every other batch. (A shared
-# seed without the split would give both ps workers the same batches in the same order.)
+# Every run reads one stream shuffled with a fixed seed (global and op seed, set before any
+# dataset is built or traced), so that only the strategy differs between runs. The replicas
+# of MirroredStrategy share each batch of it; two workers (MWMS, or the parameter server's)
+# split it: MWMS by auto-sharding, parameter server workers, which each run the whole
+# pipeline themselves (lesson 5), by keeping every other batch. (A shared seed without the
+# split would give both ps workers the same batches in the same order.)
 SHUFFLE_SEED = 0
 WORKERS = 2  # the worker processes of mwms and of ps
 MAX_EPOCHS = 100_000  # the timed fit stops itself once it has measured `min_seconds`
@@ -92,8 +93,10 @@ def bench(name: str, examples: int, batch_size: int, learning_rate: float, steps
     replicas = strategy.num_replicas_in_sync
     global_batch = batch_size * replicas  # best practice: per-replica batch x replicas
     x, y = pstutor.toy_classification(NUM_EXAMPLES, NUM_FEATURES, seed=0)
-    dataset = _dataset(tf, x, y, global_batch, by_worker=name == "ps")
+    # The global seed first: an eager dataset takes its shuffle seed when it is built, the
+    # parameter server's dataset function when it is traced (later, in `fit`); both must see it.
     tf.keras.utils.set_random_seed(0)
+    dataset = _dataset(tf, x, y, global_batch, by_worker=name == "ps")
     with strategy.scope():
         model = _model(tf)
         model.compile(
