@@ -61,7 +61,9 @@ def make_ps(tf):
 MAKERS = {"none": make_none, "mirrored": make_mirrored, "mwms": make_mwms, "ps": make_ps}
 
 # Every run reads one stream shuffled with a fixed seed (global and op seed, set before any
-# dataset is built or traced), so that only the strategy differs between runs. The replicas
+# dataset is built or traced). The parameter server's workers rebuild their pipeline for each
+# `fit`, the other set-ups iterate one dataset again, so the timed pass of the ps reads
+# another shuffled order (lesson 9 says so). The replicas
 # of MirroredStrategy share each batch of it; two workers (MWMS, or the parameter server's)
 # split it: MWMS by auto-sharding, parameter server workers, which each run the whole
 # pipeline themselves (lesson 5), by keeping every other batch. (A shared seed without the

@@ -169,7 +169,7 @@ def test_cli_refuses_bad_input(args, message):
 
 
 def test_every_run_reads_one_seeded_stream_and_parameter_server_workers_split_it():
-    """Only the strategy differs between runs: one seeded order; the two ps workers read disjoint halves."""
+    """One seeded order for every stream built the same way; the two ps workers read disjoint halves."""
     code = """
 import numpy as np
 import pstutor
