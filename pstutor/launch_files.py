@@ -187,7 +187,7 @@ def kubernetes_manifest(
              "# delete the Jobs and Services by kind; the claim, labelled app too, keeps the checkpoints",
              "# (kubectl delete -f would delete it, and with a Delete reclaim policy its volume):",
              f"#   {cleanup_command('jobs', name)}",
-             *_copy_lines_en(image, volume_claim, name),
+             *_copy_lines(_COPY_WORDS_EN, image, volume_claim, name),
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f kubernetes.yaml",
              "# 每个任务失败后都会重启（restartPolicy: OnFailure），服务器的 Service 名称不变：",
@@ -201,7 +201,7 @@ def kubernetes_manifest(
              "# 持久卷申领也带有 app 标签，但要留下它，因为检查点就在里面",
              "# （kubectl delete -f 会把它删掉，回收策略为 Delete 时它的卷也会随之删除）：",
              f"#   {cleanup_command('jobs', name)}",
-             *_copy_lines_zh(image, volume_claim, name),
+             *_copy_lines(_COPY_WORDS_ZH, image, volume_claim, name),
              "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, documents)
@@ -252,7 +252,7 @@ def tfjob_manifest(
              "# The servers never end: when the evaluator has completed, delete the TFJob only (its",
              "# pods and Services go with it); the claim keeps the checkpoints (delete -f would delete it):",
              f"#   {cleanup_command('tfjob', name)}",
-             *_copy_lines_en(image, volume_claim, name),
+             *_copy_lines(_COPY_WORDS_EN, image, volume_claim, name),
              "# The servers have no authentication: keep them inside the cluster network (NetworkPolicy)."],
             ["# 先构建镜像（见 Dockerfile），然后运行：kubectl apply -f tfjob.yaml",
              "# Training Operator 为每个副本创建一个 pod 和一个 Service，并为每个 pod 写好 TF_CONFIG；",
@@ -264,7 +264,7 @@ def tfjob_manifest(
              "# 服务器永远不会自己结束：评估器完成后，只删除这个 TFJob（它的 pod 和 Service 随之删除）；",
              "# 持久卷申领保留下来，检查点就在里面（kubectl delete -f 会把它删掉）：",
              f"#   {cleanup_command('tfjob', name)}",
-             *_copy_lines_zh(image, volume_claim, name),
+             *_copy_lines(_COPY_WORDS_ZH, image, volume_claim, name),
              "# 服务器没有身份验证：请把它们限制在集群网络内（NetworkPolicy）。"]),
     ]
     return _dump(header, [_volume_claim(volume_claim, name), tfjob])
@@ -303,17 +303,17 @@ def copy_commands(image: str, volume_claim: str, name: str) -> list[str]:
             f"kubectl delete pvc {volume_claim}"]
 
 
-def _copy_lines_en(image: str, volume_claim: str, name: str) -> list[str]:
-    run, wait, copy, delete = (f"#   {c}" for c in copy_commands(image, volume_claim, name))
-    return ["# Then copy the checkpoints out through a pod that mounts the claim:", run, wait, copy,
-            "# and delete the claim (with a Delete reclaim policy, its volume too) once you have them:",
-            delete]
+# The header's words around the copy-out commands: before them, and before deleting the claim.
+_COPY_WORDS_EN = ("# Then copy the checkpoints out through a pod that mounts the claim:",
+                  "# and delete the claim (with a Delete reclaim policy, its volume too) once you have them:")
+_COPY_WORDS_ZH = ("# 然后通过一个挂载该持久卷申领的 pod 把检查点复制出来：",
+                  "# 拿到检查点之后再删除持久卷申领（回收策略为 Delete 时，它的卷也会被删除）：")
 
 
-def _copy_lines_zh(image: str, volume_claim: str, name: str) -> list[str]:
+def _copy_lines(words: tuple[str, str], image: str, volume_claim: str, name: str) -> list[str]:
+    """The header's copy-out step in one language: the commands, with `words` around them."""
     run, wait, copy, delete = (f"#   {c}" for c in copy_commands(image, volume_claim, name))
-    return ["# 然后通过一个挂载该持久卷申领的 pod 把检查点复制出来：", run, wait, copy,
-            "# 拿到检查点之后再删除持久卷申领（回收策略为 Delete 时，它的卷也会被删除）：", delete]
+    return [words[0], run, wait, copy, words[1], delete]
 
 
 def dockerfile(program: str, image: str) -> str:
