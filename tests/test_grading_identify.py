@@ -130,3 +130,26 @@ def test_files_no_notebook_looks_like_are_refused_before_parsing(tmp_path, make,
         identify(path, EXERCISES)
     assert reason in caught.value.reason["en"], caught.value.reason
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: f"{e.source[:2]}-{e.lang}")
+def test_a_copy_as_handed_out_is_not_attempted_without_starting_a_kernel(monkeypatch, tmp_path, exercise):
+    from pstutor.grading import classroom
+
+    started = []
+    monkeypatch.setattr(classroom, "execute", lambda prepared, *a, **k: started.append(prepared) or {})
+    monkeypatch.setattr(classroom, "verdicts", lambda prepared, *a, **k: {})
+    grade = lambda found: classroom.grade_one(  # noqa: E731
+        found, ROOT, timeout=60, program=None, slot=None, memory=1 << 30, running=set(), stopping=None)
+
+    untouched = grade(identify(exercise.path, EXERCISES))
+    tasks = prepare(identify(exercise.path, EXERCISES)).attempted
+    assert not started and tasks and list(untouched) == sorted(tasks)
+    assert {result.status for result in untouched.values()} == {"not attempted"}
+
+    notebook = nbformat.read(exercise.path, as_version=4)
+    answer = next(cell for cell in notebook.cells if metadata.tasks_of(cell) and cell.cell_type == "code")
+    answer.source += "\npass"
+    nbformat.write(notebook, tmp_path / "changed.ipynb")
+    grade(identify(tmp_path / "changed.ipynb", EXERCISES))
+    assert len(started) == 1  # one changed answer: the notebook runs

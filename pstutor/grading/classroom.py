@@ -20,7 +20,16 @@ from pstutor.grading import escape as safe
 from pstutor.grading import export, record
 from pstutor.grading.identify import Exercise, Identified, Invalid, catalogue, identify
 from pstutor.grading.limits import Limits
-from pstutor.grading.model import FAILED_TO_GRADE, GRADED, REFUSED, StudentResult, shown, text
+from pstutor.grading.model import (
+    FAILED_TO_GRADE,
+    GRADED,
+    NOT_ATTEMPTED,
+    REFUSED,
+    StudentResult,
+    TaskResult,
+    shown,
+    text,
+)
 from pstutor.grading.run import Interrupted, execute, new_key, prepare, verdicts
 from pstutor.language import say
 
@@ -362,6 +371,8 @@ def grade_one(
 ) -> dict:
     """Run one identified submission; its task results (raises Interrupted when the grading stops)."""
     prepared = prepare(found)
+    if not any(prepared.attempted.values()):  # a copy as handed out: no kernel could change its verdicts
+        return {task: TaskResult(task, NOT_ATTEMPTED) for task in sorted(prepared.attempted)}
     work = Path(tempfile.mkdtemp(prefix=f"pstutor-grade-{os.getpid()}-"))
     try:
         key = new_key()
