@@ -168,3 +168,13 @@ def test_a_cut_off_tf_config_says_it_ends_too_early_not_that_a_comma_is_missing(
     """json asks for a ',' where the text simply ends; a comma would not fix it, a closing bracket would."""
     with pytest.raises(TFConfigError, match=r"ends \(line 1, column \d+\) before every \{ and \[ is closed"):
         parse_tf_config(text)
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t \n"])
+def test_an_empty_tf_config_says_it_is_empty(monkeypatch, text):
+    """Text with nothing in it is named as empty, not as JSON cut off before its brackets close."""
+    with pytest.raises(TFConfigError, match="TF_CONFIG is empty"):
+        parse_tf_config(text)
+    monkeypatch.setenv("TF_CONFIG", text)
+    with pytest.raises(TFConfigError, match="not set" if text == "" else "TF_CONFIG is empty"):
+        parse_tf_config()
