@@ -133,8 +133,8 @@ def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
         if not value:
             raise TFConfigError(say("TF_CONFIG is not set.", "环境变量 TF_CONFIG 没有设置。"))
     if isinstance(value, str) and not value.strip():
-        raise TFConfigError(say("TF_CONFIG is empty: it holds only spaces or line breaks.",
-                                "TF_CONFIG 是空的：里面只有空格或换行。"))
+        raise TFConfigError(say("TF_CONFIG is empty: no text, or only spaces and line breaks.",
+                                "TF_CONFIG 是空的：没有内容，或者只有空格和换行。"))
     if isinstance(value, str):
         try:
             value = json.loads(value)
