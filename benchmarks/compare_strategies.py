@@ -97,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {number}: {line}", flush=True)
 
         for name, spe in round_order(setups, number):
+            load_at_start = os.getloadavg()[0]  # the machine's load as each run begins, not only at the ends
             (record,) = compare.compare([name], args.examples, batch_size=BATCH_SIZE,
                                         learning_rate=LEARNING_RATE, steps_per_execution=spe,
                                         min_seconds=args.min_seconds, timeout=600,
                                         progress=report)
-            runs.append({"round": number, **record})
+            runs.append({"round": number, "load_average_at_start": round(load_at_start, 2), **record})
     short = [run for run in runs if run["seconds"] < args.min_seconds]
     if short:
         print(f"compare_strategies: {len(short)} run(s) measured less than {args.min_seconds} s; "

@@ -22,6 +22,7 @@ def test_the_benchmark_records_every_run_with_the_machine_and_the_date(tmp_path)
     assert [(r["round"], r["strategy"], r["steps_per_execution"]) for r in stored["runs"]] == \
         [(1, "none", 8), (1, "none", 1), (2, "none", 1), (2, "none", 8)]  # the order reversed in round 2
     assert all(r["seconds"] >= 0.2 for r in stored["runs"])
+    assert all(r["load_average_at_start"] >= 0 for r in stored["runs"])  # a trend within rounds is visible
 
 
 def test_the_order_of_the_setups_alternates_from_round_to_round():
