@@ -8,7 +8,7 @@ import time
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_python
 
 from pstutor import build, metadata
 from pstutor.grading.identify import MAX_NOTEBOOK_BYTES, Invalid, catalogue, identify
@@ -153,3 +153,19 @@ def test_a_copy_as_handed_out_is_not_attempted_without_starting_a_kernel(monkeyp
     nbformat.write(notebook, tmp_path / "changed.ipynb")
     grade(identify(tmp_path / "changed.ipynb", EXERCISES))
     assert len(started) == 1  # one changed answer: the notebook runs
+
+
+@pytest.mark.parametrize("tail", [b"", b"\\"])
+def test_a_file_made_to_slow_the_shape_check_is_refused_at_once(tmp_path, tail):
+    """A quote and then escaped quotes up to the size limit: a JSON-string search that starts again
+    inside the string takes quadratic time (about two hours for 1 MiB); this one reads it in one pass."""
+    path = tmp_path / "zz.ipynb"
+    path.write_bytes(b'"' + b'\\"' * ((MAX_NOTEBOOK_BYTES - 3) // 2) + tail)
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from pstutor.grading.identify import Invalid, catalogue, identify\n"
+        "try:\n    identify(Path(sys.argv[1]), catalogue(Path(sys.argv[2])))\n"
+        "except Invalid as err:\n    print('invalid:', err)\n"
+    )
+    result = run_python(code, str(path), str(ROOT), timeout=120)  # seconds; the old search: years
+    assert result.returncode == 0 and result.stdout.startswith("invalid:"), result.stderr[-2000:]

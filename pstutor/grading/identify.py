@@ -35,7 +35,10 @@ MAX_DEPTH = 64  # JSON nesting (a notebook of this course: under 10)
 MAX_VALUES = 1_000_000  # JSON values (commas and brackets)
 MAX_CELLS = 2000
 MAX_ANSWER_BYTES = 1 << 20  # per answer cell
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # a JSON string, without backtracking
+# A JSON string, or an unterminated one up to the end: it matches at the first try from every
+# quote, so no input makes the search start again inside a string (a quote and then escaped
+# quotes, 16 MiB of them, would otherwise take years).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:\\\Z)?(?:"|\Z)', re.S)
 _TITLE = re.compile(r"^#\s+(.+?)\s*$", re.M)
 _SETUP_LANG = re.compile(r'pstutor\.setup\(\s*lang\s*=\s*["\'](en|zh)["\']')
 _CJK = re.compile(r"[\u4e00-\u9fff]")
