@@ -38,6 +38,7 @@ MAX_OUTPUT_BYTES = 2 << 20  # kept output per submission; the rest of a flood is
 MAX_MESSAGE_BYTES = 8 << 20  # one message from the kernel; a larger one closes the connection
 _KERNEL = "pstutor-grading"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_SEAL = re.compile(r"[0-9a-f]{64}")  # what hexdigest() gives; compare_digest refuses non-ASCII text
 _SEAL_CELL = (
     '__import__("pstutor.grading.integrity", fromlist=["seal_file"]).seal_file("{plan}")  '
     "# the grader's seal: nothing of the answers has run yet"
@@ -307,10 +308,13 @@ def new_key() -> bytes:
 def sealed(record: dict, key: bytes) -> bool:
     """Whether a check record carries a valid seal of this submission's kernel."""
     seal = record.get("seal")
-    if not isinstance(seal, str):
+    if not isinstance(seal, str) or not _SEAL.fullmatch(seal):
         return False
-    expected = hmac.new(key, integrity.canonical(record).encode(), "sha256").hexdigest()
-    return hmac.compare_digest(seal, expected)
+    try:
+        message = integrity.canonical(record).encode()
+    except (TypeError, ValueError, RecursionError):  # what no genuine record holds (lone surrogates)
+        return False
+    return hmac.compare_digest(seal, hmac.new(key, message, "sha256").hexdigest())
 
 
 def verdicts(prepared: Prepared, stopped: Text, key: bytes, hide: list[str]) -> dict[str, TaskResult]:
