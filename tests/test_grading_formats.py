@@ -158,6 +158,29 @@ def test_odd_names_are_stored_safely_and_stay_distinct():
     assert safe.name("a\\xff") != safe.name("a\udcff")  # one-to-one
 
 
+
+@pytest.mark.parametrize("first, second", [
+    ("eve\udc85", "eve\x85"),  # an undecodable byte and the character of the same number
+    ("alice\u3164", "alice"),  # a blank Hangul letter
+    ("bob\u00a0", "bob"),  # a no-break space
+    ("e\u0301", "e"),  # a combining accent
+])
+def test_names_that_would_look_alike_are_written_apart(first, second):
+    assert safe.name(first) != safe.name(second) and safe.name(first).isascii()
+
+
+def test_a_name_cannot_fake_the_columns_of_the_summary():
+    forged = "zed  3\u22153  passed passed  (ok)" + " " * 60
+    zed = StudentResult(forged, "03_model_fit", "en", "metadata", GRADED, _tasks(FAILED, FAILED))
+    rows = [zed, *_class()]
+    lines = export.summary(rows).splitlines()
+    row = next(line for line in lines if "zed" in line)
+    assert row.startswith('"zed  3\u22153  passed passed') and re.search(r'…#[0-9a-f]{6}" +0/2 ', row), row
+    assert text_width(row[: row.index(" 0/2 ")]) <= 40, row  # the real score is not pushed far right
+    assert safe.on_screen("x" * 50) != safe.on_screen("x" * 49 + "y")  # cut names stay apart
+    assert (safe.on_screen("ada"), safe.on_screen("张三"), safe.on_screen("a b")) == ("ada", "张三", '"a b"')
+
+
 def test_a_chinese_table_is_chinese_and_aligned():
     set_language("zh")
     try:

@@ -338,7 +338,8 @@ def _run_all(
                 if result.state == GRADED
                 else safe.visible(shown(result.problem))
             )
-            log(f"[{finished[0]}/{len(runs)}] {safe.name(result.student)}: {score} ({result.seconds:.0f} s)")
+            who = safe.on_screen(result.student)
+            log(f"[{finished[0]}/{len(runs)}] {who}: {score} ({result.seconds:.0f} s)")
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     futures = [pool.submit(one, result, found) for result, found in runs]

@@ -278,7 +278,7 @@ def summary(results: list[StudentResult]) -> str:
     tasks = all_tasks(results)
     table = [[say("student", "学生"), say("score", "得分"), *tasks, say("review", "人工查看")]]
     for result in results:
-        name = safe.name(result.student)
+        name = safe.on_screen(result.student)
         if result.state == REFUSED:
             table.append(
                 [
@@ -312,13 +312,13 @@ def summary(results: list[StudentResult]) -> str:
             )
     lines = [line.rstrip() for line in align(table, [False] * len(table[0]))]
     notes = [
-        f"  {safe.name(result.student)} {task.task}: {safe.visible(shown(task.details))}"
+        f"  {safe.on_screen(result.student)} {task.task}: {safe.visible(shown(task.details))}"
         for result in results
         for task in result.tasks.values()
         if task.details
     ]
     notes += [
-        f"  {safe.name(result.student)} {say('review', '查看')} {safe.visible(item)}"
+        f"  {safe.on_screen(result.student)} {say('review', '查看')} {safe.visible(item)}"
         for result in results
         for item in evidence_text(result)
         if not result.accepted
