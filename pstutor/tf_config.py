@@ -137,7 +137,7 @@ def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
                                 "TF_CONFIG 是空的：没有内容，或者只有空格和换行。"))
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json.JSONDecoder().decode(value)  # a fresh decoder: no hook another cell set
         except RecursionError:
             raise TFConfigError(say("TF_CONFIG is nested too deeply to be a cluster description.",
                                     "TF_CONFIG 嵌套过深，不可能是集群描述。")) from None

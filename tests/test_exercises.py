@@ -247,3 +247,31 @@ def test_both_languages_have_the_same_headings_and_terms(source):
             assert levels[0] == levels[1], f"{source.name}: {en.source[:60]!r}"
             prose = re.sub(r"`[^`]*`", "", zh.source)
             assert "epoch" not in prose.lower(), f"{source.name}: 'epoch' is 周期 in Chinese prose"
+
+
+_ALLOCATED_STRATEGY = """
+import socket
+
+import pstutor
+pstutor.setup()
+import tensorflow as tf
+
+listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(3)]  # they listen, nothing more
+addresses = [f"127.0.0.1:{listener.getsockname()[1]}" for listener in listeners]
+spec = tf.train.ClusterSpec({"worker": addresses[:2], "ps": addresses[2:]})
+resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(spec, rpc_layer="grpc")
+strategy = object.__new__(tf.distribute.ParameterServerStrategy)  # allocated, never created
+strategy._cluster_resolver = resolver
+result = pstutor.check("01.1", resolver=resolver, strategy=strategy)
+print(result.status, result.hint_id)
+"""
+
+
+def test_sockets_that_only_listen_and_a_strategy_never_created_fail_task_01_1():
+    """A wrong answer the exercise source cannot hold (task 3 runs after it and needs a working
+    strategy): the check runs an operation on each task instead of trusting an open port."""
+    from conftest import run_python
+
+    result = run_python(_ALLOCATED_STRATEGY)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-1] == "failed strategy", result.stdout

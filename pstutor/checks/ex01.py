@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 
 from pstutor.checks import expect, genuine, task
 
@@ -12,10 +11,10 @@ WORKER_1 = "/job:worker/replica:0/task:1"
 
 @task("01.1")
 def cluster_and_strategy(resolver, strategy) -> None:
-    """2 workers and 1 ps, all listening, with a ParameterServerStrategy on them."""
+    """2 workers and 1 ps, each a TensorFlow server, with a ParameterServerStrategy on them."""
     import tensorflow as tf
 
-    expect(isinstance(resolver, tf.distribute.cluster_resolver.ClusterResolver),
+    expect(genuine(resolver, tf.distribute.cluster_resolver.ClusterResolver),
            ("`resolver` is a cluster resolver", "`resolver` 是一个集群解析器"), "resolver",
            ("wrap the ClusterSpec in a resolver (section 5 of lesson 1)",
             "用一个解析器把 ClusterSpec 包装起来（第 1 课第 5 节）"),
@@ -33,17 +32,16 @@ def cluster_and_strategy(resolver, strategy) -> None:
            ("count the tasks of the 'ps' job", "数一数 'ps' 作业里的任务"),
            (f"the cluster has {ps} parameter servers, the task asks for 1",
             f"集群中有 {ps} 个参数服务器，任务要求 1 个"))
-    silent = [f"{job} {index}" for job in ("worker", "ps") for index, address in enumerate(jobs[job])
-              if not _listening(address)]
-    expect(not silent,
-           ("every task's server is listening", "每个任务的服务器都在监听"), "servers",
-           ("each task needs its own tf.distribute.Server, started in this process",
-            "每个任务都需要在本进程中启动自己的 tf.distribute.Server"),
-           (f"nothing listens at the address of {', '.join(silent)}",
-            f"{', '.join(silent)} 的地址上没有服务器在监听"))
-    expect(isinstance(strategy, tf.distribute.ParameterServerStrategy),
+    from tensorflow.python.distribute.parameter_server_strategy_v2 import (
+        ParameterServerStrategyV2Extended as Extended,
+    )
+
+    made = genuine(strategy, tf.distribute.ParameterServerStrategy)  # and created, not just allocated:
+    expect(made and genuine(strategy.__dict__.get("_extended"), Extended),
            ("`strategy` is a ParameterServerStrategy", "`strategy` 是 ParameterServerStrategy"), "strategy",
            ("create the strategy from the resolver", "用解析器创建策略"),
+           (f"`strategy` is a {type(strategy).__name__} that was never set up", "`strategy` 从未真正创建")
+           if made else
            (f"`strategy` is a {type(strategy).__name__}", f"`strategy` 是 {type(strategy).__name__}"))
     expect(strategy._cluster_resolver is resolver,
            ("the strategy runs on this resolver's cluster", "策略运行在这个解析器描述的集群上"),
@@ -51,6 +49,14 @@ def cluster_and_strategy(resolver, strategy) -> None:
            ("pass your `resolver` to the strategy", "把你的 `resolver` 传给策略"),
            ("the strategy was created from another resolver than `resolver`",
             "策略是用另一个解析器创建的，不是 `resolver`"))
+    silent = [f"{job} {index}" for job in ("worker", "ps") for index in range(len(jobs.get(job, [])))
+              if not _runs_an_operation(tf, f"/job:{job}/replica:0/task:{index}")]
+    expect(not silent,
+           ("every task's server runs operations", "每个任务的服务器都能执行运算"), "servers",
+           ("each task needs its own tf.distribute.Server, started in this process",
+            "每个任务都需要在本进程中启动自己的 tf.distribute.Server"),
+           (f"no TensorFlow server runs operations for {', '.join(silent)}",
+            f"没有 TensorFlow 服务器为 {', '.join(silent)} 执行运算"))
 
 
 @task("01.2")
@@ -73,7 +79,7 @@ def tf_config_of_worker_1(tf_config_json) -> None:
            ("TF_CONFIG holds the whole cluster and this task's type and index, valid in that cluster",
             "TF_CONFIG 包含整个集群，以及本任务在该集群中有效的类型和编号"),
            (f"TensorFlow cannot use it: {problem}", f"TensorFlow 用不了它：{problem}"))
-    cluster = json.loads(tf_config_json)["cluster"]
+    cluster = json.JSONDecoder().decode(tf_config_json)["cluster"]  # a fresh decoder: nobody set its hooks
     expect("chief" in cluster,
            ("the cluster lists the chief", "集群描述中列出了 chief"), "chief-missing",
            ("every task sees the whole cluster, the coordinator (chief) included",
@@ -111,7 +117,7 @@ def computed_on_worker_1(counter, doubled) -> None:
            ("create it with tf.Variable(5) under strategy.scope()",
             "在 strategy.scope() 下用 tf.Variable(5) 创建它"),
            (f"`counter` is a {type(counter).__name__}", f"`counter` 是 {type(counter).__name__}"))
-    expect(genuine(doubled, tf.Tensor),
+    expect(type(doubled) is type(tf.constant(0)),  # TensorFlow's own eager tensor, not a look-alike subclass
            ("`doubled` is a tensor", "`doubled` 是张量"), "tensor",
            ("compute it from the variable with TensorFlow: counter * 2",
             "用 TensorFlow 由变量算出它：counter * 2"),
@@ -135,10 +141,14 @@ def computed_on_worker_1(counter, doubled) -> None:
             f"`doubled` 是 {int(doubled)}，计数器是 {int(counter.numpy())}"))
 
 
-def _listening(address: str) -> bool:
-    host, port = address.rsplit(":", 1)
+def _runs_an_operation(tf, task_device: str) -> bool:
+    """Whether this process reaches a TensorFlow server for `task_device` and an operation placed
+    there runs there (any program can listen on a port; only a connected server runs operations)."""
+    if not any(d.name.startswith(task_device + "/") for d in tf.config.list_logical_devices()):
+        return False
     try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
+        with tf.device(task_device):
+            result = tf.constant(1) + 1
+        return result.device.startswith(task_device + "/") and int(result) == 2
+    except (tf.errors.OpError, ValueError, RuntimeError):
         return False
