@@ -3,6 +3,7 @@ submission puts in a record make the check itself fail (red-team: a non-ASCII se
 TypeError, and the student's row said "could not be graded" on every rerun)."""
 
 import hmac
+import json
 
 import pytest
 
@@ -33,3 +34,29 @@ def test_a_record_holding_text_no_genuine_record_can_hold_is_no_seal():
     key = new_key()
     forged = {**RECORD, "lines": [{"ok": True, "text": "\udcff"}], "seal": "0" * 64}
     assert not sealed(forged, key)
+
+
+def test_messages_that_steer_the_client_keep_only_what_it_reads():
+    """A kernel can send any message: a status or an input message is not counted as output, so
+    none of its fields may carry megabytes into the grader's copy of the notebook."""
+    import nbformat
+
+    from pstutor.grading.run import _capped_client
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    client = _capped_client(set())(notebook)
+    client.reset_execution_trackers()
+    client.clear_before_next_output = False  # what execute_cell sets before a cell runs
+    cell = notebook.cells[0]
+    cell.metadata["execution"] = {}
+    huge = "9" * (7 << 20)
+    message = lambda kind, content: {"msg_type": kind, "content": content, "header": {"msg_type": kind},  # noqa: E731
+                                     "parent_header": {}, "metadata": {}}
+    client.process_message(message("execute_input", {"execution_count": huge, "code": huge}), cell, 0)
+    client.process_message(message("status", {"execution_state": "busy", "x": huge}), cell, 0)
+    stream = {"name": "stdout", "text": "hi", "execution_count": huge}
+    client.process_message(message("stream", stream), cell, 0)
+    assert cell.get("execution_count") is None and len(json.dumps(cell)) < 10_000, len(json.dumps(cell))
+    assert cell.outputs and cell.outputs[0]["text"] == "hi"
+    client.process_message(message("execute_input", {"execution_count": 3}), cell, 0)
+    assert cell["execution_count"] == 3

@@ -245,6 +245,14 @@ class Interrupted(Exception):
     """The grading was stopped (Ctrl-C, a signal) while this submission ran: no verdict."""
 
 
+# Kernel messages that steer nbclient and are not counted as output: the fields it reads.
+_CONTROL = {
+    "status": {"execution_state": (str,)},
+    "execute_input": {"execution_count": (int,)},
+    "clear_output": {"wait": (bool,)},
+}
+
+
 def _capped_client(check_cells: set[int]):
     """A NotebookClient that keeps at most MAX_OUTPUT_BYTES of output messages of any kind, and
     beyond that only the first value of each check cell; widget messages are ignored."""
@@ -256,9 +264,17 @@ def _capped_client(check_cells: set[int]):
             self.kept, self.results = 0, set()  # bytes kept; check cells whose value was kept
 
         def process_message(self, msg, cell, cell_index):
-            kind = msg.get("msg_type", "")
-            if kind in ("status", "execute_input", "clear_output") or kind.startswith("comm"):
-                return super().process_message(msg, cell, cell_index) if not kind.startswith("comm") else None
+            kind, content = str(msg.get("msg_type", "")), msg.get("content", {})
+            if kind.startswith("comm") or not isinstance(content, dict):
+                return None
+            if kind in _CONTROL:  # uncounted, so only the fields nbclient reads, of their own types
+                content = {key: content[key] for key, kinds in _CONTROL[kind].items()
+                           if type(content.get(key)) in kinds}
+                if kind == "status" and "execution_state" not in content:
+                    return None
+                return super().process_message({**msg, "content": content}, cell, cell_index)
+            if "execution_count" in content and type(content["execution_count"]) is not int:
+                msg = {**msg, "content": {k: v for k, v in content.items() if k != "execution_count"}}
             size = len(json.dumps(msg.get("content", {}), default=str))
             self.kept += size
             if self.kept > MAX_OUTPUT_BYTES:
