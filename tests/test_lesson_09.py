@@ -40,12 +40,12 @@ strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():
     dense, norm = tf.keras.layers.Dense(2), tf.keras.layers.BatchNormalization()
     model = tf.keras.Sequential([tf.keras.Input(shape=(3,)), dense, norm])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    model.compile(optimizer=tf.keras.optimizers.legacy.SGD(0.1), loss="mse", metrics=["mae"])
     model.fit(tf.zeros((4, 3)), tf.zeros((4, 2)), epochs=1, verbose=0)
 kinds = lambda variables: sorted({type(v).__name__ for v in variables})
 print("dense:", kinds(dense.variables))
 print("batch norm, moving:", kinds(norm.non_trainable_variables))
-print("optimizer:", kinds(model.optimizer.variables))
+print("optimizer:", kinds(model.optimizer.variables()))  # legacy: a method
 print("metric:", kinds(model.metrics[-1].variables))
 """
 
