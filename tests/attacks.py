@@ -263,10 +263,17 @@ DIRECT_COMPILE = f"""import pstutor.checks.ex01 as ex01
 exec(compile({BLINDER + "blind()"!r}, ex01.__file__, "exec"))
 resolver = strategy = 1"""
 
-# 4. The hook's HMAC context, taken from its closure, seals a "passed" that every check cell shows.
+# 4. The genuine file loader of the checker's file, its instance told to read the answer's source.
+LOADER_SOURCE = f"""import importlib.util, pstutor.checks.ex01 as ex01
+spec = importlib.util.spec_from_file_location("ex01_again", ex01.__file__)
+spec.loader.get_data = lambda path: {(BLINDER + "blind()").encode()!r}
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+resolver = strategy = 1"""
+
+# 5. The hook's HMAC context, taken from its closure, seals a "passed" that every check cell shows.
 SEAL_FORGE = _LOAD_DOTTED + "blinder.forge()\nresolver = strategy = 1"
 
-# 5. A stand-in with no function of its own and a library's module name (task 3 computed locally).
+# 6. A stand-in with no function of its own and a library's module name (task 3 computed locally).
 LIBRARY_NAMED_CLASS = """with strategy.scope():
     counter = tf.Variable(5)
 local = counter * 2
@@ -284,6 +291,7 @@ HOLES = {
     "dotted-path": ("01.1", DOTTED_PATH),
     "ipython-compile": ("01.1", IPYTHON_COMPILE),
     "direct-compile": ("01.1", DIRECT_COMPILE),
+    "loader-source": ("01.1", LOADER_SOURCE),
     "seal-forge": ("01.1", SEAL_FORGE),
     "library-named-class": ("01.3", LIBRARY_NAMED_CLASS),
 }

@@ -151,6 +151,7 @@ def install(key: memoryview, work: str) -> None:
     import_call = _frozen_importlib._call_with_frames_removed.__code__
     loader_exec = _frozen_importlib_external._LoaderBasics.exec_module.__code__
     file_loader = _frozen_importlib_external.SourceFileLoader
+    loader_attributes, pycache_prefix = frozenset({"name", "path"}), sys.pycache_prefix
     o_path = getattr(os, "O_PATH", 0)
     modules_dict, sys_dict = sys.modules, module_dict(sys)
     builtins_dict = module_dict(sys.modules["builtins"])
@@ -243,9 +244,13 @@ def install(key: memoryview, work: str) -> None:
         if frame.f_code is not import_call or loader_frame is None or loader_frame.f_code is not loader_exec:
             return False
         loader = dict_get(loader_frame.f_locals, "self")
-        if type_(loader) is not file_loader:
-            return False
-        return dict_get(own_values(loader), "path") == code.co_filename
+        if type_(loader) is not file_loader or dict_get(sys_dict, "pycache_prefix") is not pycache_prefix:
+            return False  # a loader of the answer's, or byte code it may have written elsewhere
+        attributes = own_values(loader)
+        for name in attributes:
+            if name not in loader_attributes:
+                return False  # `loader.get_data = ...`: the source is the answer's
+        return dict_get(attributes, "path") == code.co_filename
 
     def task_of(filename) -> str:
         return dict_get(state["student"], filename) or state["current"]
