@@ -20,7 +20,11 @@ removed and sees each event before the operation happens):
 3. From then on each audited event is attributed. A frame is the answer's, the course's (an
    official cell, an installed package) or neutral (the standard library, `<string>` code):
    an event is the answer's when the nearest non-neutral frame is (`subprocess.run` called by
-   an answer), or, for frame access outside a check, when the answer's own code asked.
+   an answer), or, for frame access outside a check, when the answer's own code asked. A
+   frame's kind is its code object's: code run while an answer is anywhere on the stack
+   (`shell.ex(shell.compile(source, ex01.__file__))`, a loader, codeop) is the answer's under
+   any file name, unless the untouched file loader of the import system read it from its file;
+   a file name that is not normalised (`pstutor/../../tmp/x.py`) is the answer's.
    Object-graph introspection, tracing, foreign functions, code objects made at run time,
    patched functions or `__class__`, audit hooks of its own and reading process memory are
    refused (the operation raises `Refused`) and noted; frame access, dynamic code, other
@@ -28,8 +32,10 @@ removed and sees each event before the operation happens):
    cell or a check starts.
 4. The genuine `pstutor.check` raises `pstutor.check` when it starts and `pstutor.verdict` with
    its record when it ends. The hook accepts a verdict only from the checker's own code called
-   from the official check cell of that task; it compares the snapshot, looks among the
-   answers for objects of classes the answer wrote (stand-ins for the types a check expects)
+   from the official check cell of that task, and only the first one while that cell runs; it
+   compares the snapshot, looks among the answers for objects of classes the answer wrote
+   (stand-ins for the types a check expects; a class made after the seal is a library's only
+   where its claimed module holds it under its name)
    and for modules loaded from the sandbox folder, adds every reason noted so far, and seals
    the record: an HMAC under a key that only the grader and this hook hold. The grader counts
    a verdict only with a valid seal and scores it only without reasons.
