@@ -209,3 +209,89 @@ for index in range(20000):
     handle.update("x" * 10000)
     print("y" * 1000)
 resolver = strategy = None"""
+
+# --- Code the hook took for the course's (red team, issue 26: #1, #2, #23, #6) -----------------
+# Found with gc by code the hook counts as the course's, the hook's closure is rewritten: the
+# checker of 01.1 accepts anything, the snapshot is retaken after the change, the notes erased.
+BLINDER = '''import gc
+
+def cells(name):
+    for item in gc.get_objects():
+        code = getattr(item, "__code__", None)
+        if code is not None and item.__name__ == name and code.co_filename.endswith("integrity.py"):
+            return dict(zip(code.co_freevars, (cell.cell_contents for cell in item.__closure__)))
+    raise LookupError(name)
+
+def blind():
+    import pstutor.checks
+    import pstutor.checks.ex01
+    pstutor.checks._CHECKS["01.1"] = dict  # a builtin: takes the answers, never raises
+    state = cells("handle")["state"]
+    state["snapshot"] = cells("take_seal")["snapshot"]()
+    state["reasons"].clear()
+
+def forge():
+    import pstutor.checks
+    sealer = cells("verdict")
+    def record(self):
+        forged = {"task": self.task, "status": "passed", "hint": "", "detail": "", "integrity": []}
+        mac = sealer["mac_copy"]()
+        mac.update(sealer["canonical_text"](forged).encode())
+        return {**forged, "seal": mac.hexdigest()}
+    pstutor.checks.Result.record = record
+'''
+
+# 1. A module of the answer's, loaded under a file name that starts with pstutor's folder.
+_LOAD_DOTTED = f"""import importlib.util, os, pstutor
+with open("/tmp/blinder.py", "w") as out:
+    out.write({BLINDER!r})
+dotted = os.path.dirname(pstutor.__file__) + "/.." * 12 + "/tmp/blinder.py"
+spec = importlib.util.spec_from_file_location("blinder", dotted)
+blinder = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(blinder)
+"""
+DOTTED_PATH = _LOAD_DOTTED + "blinder.blind()\nresolver = strategy = 1"
+
+# 2. IPython compiles any source under any file name, and runs it from its own frame.
+IPYTHON_COMPILE = f"""import pstutor.checks.ex01 as ex01
+shell = get_ipython()
+shell.ex(shell.compile({BLINDER + "blind()"!r}, ex01.__file__, "exec"))
+resolver = strategy = 1"""
+
+# 3. compile() called by the answer itself, under the checker's file name: noted, then the note erased.
+DIRECT_COMPILE = f"""import pstutor.checks.ex01 as ex01
+exec(compile({BLINDER + "blind()"!r}, ex01.__file__, "exec"))
+resolver = strategy = 1"""
+
+# 4. The genuine file loader of the checker's file, its instance told to read the answer's source.
+LOADER_SOURCE = f"""import importlib.util, pstutor.checks.ex01 as ex01
+spec = importlib.util.spec_from_file_location("ex01_again", ex01.__file__)
+spec.loader.get_data = lambda path: {(BLINDER + "blind()").encode()!r}
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+resolver = strategy = 1"""
+
+# 5. The hook's HMAC context, taken from its closure, seals a "passed" that every check cell shows.
+SEAL_FORGE = _LOAD_DOTTED + "blinder.forge()\nresolver = strategy = 1"
+
+# 6. A stand-in with no function of its own and a library's module name (task 3 computed locally).
+LIBRARY_NAMED_CLASS = """with strategy.scope():
+    counter = tf.Variable(5)
+local = counter * 2
+
+
+class Doubled(tf.Tensor):
+    __module__ = "tensorflow.python.framework.tensor"
+    device = "/job:worker/replica:0/task:1/device:CPU:0"
+    __int__ = int(local).__index__
+
+
+doubled = object.__new__(Doubled)"""
+
+HOLES = {
+    "dotted-path": ("01.1", DOTTED_PATH),
+    "ipython-compile": ("01.1", IPYTHON_COMPILE),
+    "direct-compile": ("01.1", DIRECT_COMPILE),
+    "loader-source": ("01.1", LOADER_SOURCE),
+    "seal-forge": ("01.1", SEAL_FORGE),
+    "library-named-class": ("01.3", LIBRARY_NAMED_CLASS),
+}

@@ -20,7 +20,11 @@ removed and sees each event before the operation happens):
 3. From then on each audited event is attributed. A frame is the answer's, the course's (an
    official cell, an installed package) or neutral (the standard library, `<string>` code):
    an event is the answer's when the nearest non-neutral frame is (`subprocess.run` called by
-   an answer), or, for frame access outside a check, when the answer's own code asked.
+   an answer), or, for frame access outside a check, when the answer's own code asked. A
+   frame's kind is its code object's: code run while an answer is anywhere on the stack
+   (`shell.ex(shell.compile(source, ex01.__file__))`, a loader, codeop) is the answer's under
+   any file name, unless the untouched file loader of the import system read it from its file;
+   a file name that is not normalised (`pstutor/../../tmp/x.py`) is the answer's.
    Object-graph introspection, tracing, foreign functions, code objects made at run time,
    patched functions or `__class__`, audit hooks of its own and reading process memory are
    refused (the operation raises `Refused`) and noted; frame access, dynamic code, other
@@ -28,8 +32,10 @@ removed and sees each event before the operation happens):
    cell or a check starts.
 4. The genuine `pstutor.check` raises `pstutor.check` when it starts and `pstutor.verdict` with
    its record when it ends. The hook accepts a verdict only from the checker's own code called
-   from the official check cell of that task; it compares the snapshot, looks among the
-   answers for objects of classes the answer wrote (stand-ins for the types a check expects)
+   from the official check cell of that task, and only the first one while that cell runs; it
+   compares the snapshot, looks among the answers for objects of classes the answer wrote
+   (stand-ins for the types a check expects; a class made after the seal is a library's only
+   where its claimed module holds it under its name)
    and for modules loaded from the sandbox folder, adds every reason noted so far, and seals
    the record: an HMAC under a key that only the grader and this hook hold. The grader counts
    a verdict only with a valid seal and scores it only without reasons.
@@ -50,6 +56,8 @@ class Refused(RuntimeError):
 
 def install(key: memoryview, work: str) -> None:
     """Install the hook; `work` is the sandbox folder (everything written there is the answer's)."""
+    import _frozen_importlib
+    import _frozen_importlib_external
     import _hashlib
     import gc
     import os
@@ -118,6 +126,7 @@ def install(key: memoryview, work: str) -> None:
     dict_get, dict_items, dict_values = dict.get, dict.items, dict.values
     proxy_items = type(type.__dict__).items
     list_append, str_startswith, str_endswith = list.append, str.startswith, str.endswith
+    str_split = str.split
     bytes_decode, getattr_ = bytes.decode, getattr
     obj_getattribute = object.__getattribute__
     type_dict, type_mro = type.__dict__["__dict__"].__get__, type.__dict__["__mro__"].__get__
@@ -142,6 +151,13 @@ def install(key: memoryview, work: str) -> None:
     )
     len_, id_, hash_, sorted_, frozenset_, repr_, callable_ = len, id, hash, sorted, frozenset, repr, callable
     os_open, os_close, os_readlink, os_getcwd = os.open, os.close, os.readlink, os.getcwd
+    normpath, type_subclasses = os.path.normpath, type.__subclasses__
+    # The import system runs a module's code from `_call_with_frames_removed`, called by the
+    # file loader's `exec_module`: only then is a code object under a library's name the file's.
+    import_call = _frozen_importlib._call_with_frames_removed.__code__
+    loader_exec = _frozen_importlib_external._LoaderBasics.exec_module.__code__
+    file_loader = _frozen_importlib_external.SourceFileLoader
+    loader_attributes, pycache_prefix = frozenset({"name", "path"}), sys.pycache_prefix
     o_path = getattr(os, "O_PATH", 0)
     modules_dict, sys_dict = sys.modules, module_dict(sys)
     builtins_dict = module_dict(sys.modules["builtins"])
@@ -165,6 +181,10 @@ def install(key: memoryview, work: str) -> None:
         "current": "",
         "checking": "",
         "kinds": {},
+        "made": {},
+        "classes": {},
+        "verdict_cell": "",
+        "cells": frozenset_(),
     }
     busy = threading.local()
 
@@ -189,6 +209,8 @@ def install(key: memoryview, work: str) -> None:
             return known
         if filename in state["student"]:
             found = student_kind
+        elif not str_startswith(filename, "<") and normpath(filename) != filename:
+            found = student_kind  # `pstutor/../../tmp/x.py`: only a plain path names the file it starts with
         elif filename in state["course"] or str_startswith(filename, library):
             found = course_kind
         elif str_startswith(filename, "<") or str_startswith(filename, neutral):
@@ -199,13 +221,50 @@ def install(key: memoryview, work: str) -> None:
             state["kinds"][filename] = found
         return found
 
+    def kind_of(code) -> int:
+        """A frame's kind by its code object: code the answer ran at run time is the answer's,
+        whatever file name it was compiled under (`compile(source, ex01.__file__)`)."""
+        if dict_get(state["made"], id_(code)) is code:
+            return student_kind
+        return kind(code.co_filename)
+
+    def made(code) -> None:
+        """Count a code object run at the answer's request, and the code nested in it, as the answer's."""
+        todo = [code]
+        while todo and len_(state["made"]) < 100_000:
+            item = todo.pop()
+            state["made"][id_(item)] = item  # kept, so that its id is never reused
+            todo += [value for value in item.co_consts if type_(value) is code_type]
+
+    def anywhere(frame):
+        """The task whose answer holds any frame of the stack; None when none does."""
+        while frame is not None:
+            if kind_of(frame.f_code) == student_kind:
+                return task_of(frame.f_code.co_filename)
+            frame = frame.f_back
+        return None
+
+    def imported(frame, code) -> bool:
+        """Whether the import system runs the code that its own file loader read from `code`'s file."""
+        loader_frame = frame.f_back
+        if frame.f_code is not import_call or loader_frame is None or loader_frame.f_code is not loader_exec:
+            return False
+        loader = dict_get(loader_frame.f_locals, "self")
+        if type_(loader) is not file_loader or dict_get(sys_dict, "pycache_prefix") is not pycache_prefix:
+            return False  # a loader of the answer's, or byte code it may have written elsewhere
+        attributes = own_values(loader)
+        for name in attributes:
+            if name not in loader_attributes:
+                return False  # `loader.get_data = ...`: the source is the answer's
+        return dict_get(attributes, "path") == code.co_filename
+
     def task_of(filename) -> str:
         return dict_get(state["student"], filename) or state["current"]
 
     def nearest(frame):
         """The task whose answer holds the nearest non-neutral frame; None when it is the course's."""
         while frame is not None:
-            found = kind(frame.f_code.co_filename)
+            found = kind_of(frame.f_code)
             if found == student_kind:
                 return task_of(frame.f_code.co_filename)
             if found == course_kind:
@@ -214,7 +273,7 @@ def install(key: memoryview, work: str) -> None:
         return None
 
     def immediate(frame):
-        if frame is not None and kind(frame.f_code.co_filename) == student_kind:
+        if frame is not None and kind_of(frame.f_code) == student_kind:
             return task_of(frame.f_code.co_filename)
         return None
 
@@ -235,10 +294,10 @@ def install(key: memoryview, work: str) -> None:
                 continue
             oldest = None
             while frame is not None:
-                if kind(frame.f_code.co_filename) != neutral_kind:
+                if kind_of(frame.f_code) != neutral_kind:
                     oldest = frame
                 frame = frame.f_back
-            if oldest is not None and kind(oldest.f_code.co_filename) == student_kind:
+            if oldest is not None and kind_of(oldest.f_code) == student_kind:
                 note(
                     "threads",
                     task_of(oldest.f_code.co_filename),
@@ -294,17 +353,34 @@ def install(key: memoryview, work: str) -> None:
                 student_threads(f"check {args[0]}")
             return
         if event == "compile" or event == "exec":
+            running = event == "exec" and len_(args) > 0 and type_(args[0]) is code_type
             task = immediate(caller)
             if task is not None:
+                if running:
+                    made(args[0])
                 return note("dynamic-code", task, f"{event} of code built at run time")
+            if running:
+                # Whoever makes the call (IPython's `shell.ex`, a loader, codeop): code run while an
+                # answer is on the stack is the answer's, unless the import system read it from its file.
+                task = anywhere(caller)
+                if task is not None and not imported(caller, args[0]):
+                    if kind_of(args[0]) == course_kind:
+                        note("dynamic-code", task, "code built at run time under the course's file name")
+                    made(args[0])
+                    return
             # IPython runs a cell by exec'ing its code (a traceback's or a tool's reading of the
             # source only compiles): only then does a cell start.
-            running = event == "exec" and len_(args) > 0 and type_(args[0]) is code_type
             filename = args[0].co_filename if running else None
-            if type_(filename) is str_ and filename in state["student"]:
+            if type_(filename) is not str_:
+                return
+            if filename != state["verdict_cell"] and (
+                filename in state["student"] or filename in state["course"] or filename in state["cells"]
+            ):
+                state["verdict_cell"] = ""  # another cell runs: the next check cell may give its verdict
+            if filename in state["student"]:
                 state["current"], state["checking"] = state["student"][filename], ""
                 student_threads(f"the answer to {state['current']}")
-            elif type_(filename) is str_ and filename in state["course"]:
+            elif filename in state["course"]:
                 state["checking"] = ""
             return
         reason = dict_get(refused, event)
@@ -365,10 +441,22 @@ def install(key: memoryview, work: str) -> None:
         state["student"] = dict_(plan["answers"])
         state["course"] = frozenset_(plan["course"])
         state["checks"] = dict_(plan["checks"])
+        state["cells"] = frozenset_(dict_values(state["checks"]))
         state["kinds"] = {}
+        state["classes"] = every_class()
         state["shell"] = get_shell()
         state["snapshot"] = snapshot()
         state["sealed"] = True
+
+    def every_class() -> dict:
+        """Every class that exists at the seal, by id: none of them is the answer's."""
+        found, todo = {}, [object]
+        while todo:
+            cls = todo.pop()
+            if id_(cls) not in found:
+                found[id_(cls)] = cls
+                todo += type_subclasses(cls)
+        return found
 
     def str_keyed(mapping) -> dict:
         """A copy with only str keys, made without hashing or comparing anything else."""
@@ -584,8 +672,10 @@ def install(key: memoryview, work: str) -> None:
             )
 
     def written_by_answer(cls) -> bool:
-        """Whether a class was written by the answer: code of its own is, or it was made in a cell
-        and has no code of an official cell."""
+        """Whether a class was written by the answer: code of its own is; a class of an official cell
+        has code of that cell; any other class is a library's only if it existed at the seal or is
+        found under its claimed module and name among the modules the snapshot kept (a class made
+        later with `__module__ = "tensorflow..."` is the answer's)."""
         kinds = []
         for _, item in proxy_items(type_dict(cls)):
             if type_(item) is staticmethod_ or type_(item) is classmethod_:
@@ -593,11 +683,28 @@ def install(key: memoryview, work: str) -> None:
             elif type_(item) is property_:
                 item = item.fget
             if type_(item) is function_type:
-                list_append(kinds, kind(function_code(item).co_filename))
+                list_append(kinds, kind_of(function_code(item)))
         if student_kind in kinds:
             return True
+        if dict_get(state["classes"], id_(cls)) is cls:
+            return False
         origin = dict_get(dict_(proxy_items(type_dict(cls))), "__module__")
-        return type_(origin) is str_ and origin == "__main__" and course_kind not in kinds
+        if type_(origin) is str_ and origin == "__main__":
+            return course_kind not in kinds
+        return not found_by_name(cls, origin)
+
+    def found_by_name(cls, origin) -> bool:
+        """Whether `cls` is what its module, as the snapshot kept it, holds under its qualified name."""
+        kept = dict_get(state["snapshot"]["modules"], origin) if type_(origin) is str_ else None
+        name = type_qualname(cls)
+        if kept is None or type_(name) is not str_ or dict_get(modules_dict, origin) is not kept[0]:
+            return False
+        first, _, rest = name.partition(".")
+        value = dict_get(kept[2], first)
+        for part in str_split(rest, ".") if rest else ():
+            entry = dict_get(state["snapshot"]["classes"], id_(value))
+            value = dict_get(entry[2], part) if entry is not None and entry[0] is value else None
+        return value is cls
 
     def imitations(answers, found: list, task: str) -> None:
         """Objects of classes the answer wrote among the answers (and two levels inside lists and dicts)."""
@@ -635,6 +742,10 @@ def install(key: memoryview, work: str) -> None:
         ):
             note("forged-verdict", state["current"], f"the checker called outside the check cell of {task}")
             return
+        if state["verdict_cell"]:
+            note("forged-verdict", state["current"], f"a second verdict in the check cell of {task}")
+            return
+        state["verdict_cell"] = cell.f_code.co_filename
         where = state["current"] or task
         student_threads(f"the verdict on {task}")
         found = list_(state["reasons"])
