@@ -40,9 +40,8 @@ def cluster_and_strategy(resolver, strategy) -> None:
     expect(made and genuine(strategy.__dict__.get("_extended"), Extended),
            ("`strategy` is a ParameterServerStrategy", "`strategy` 是 ParameterServerStrategy"), "strategy",
            ("create the strategy from the resolver", "用解析器创建策略"),
-           (f"`strategy` is a {type(strategy).__name__} that was never set up", "`strategy` 从未真正创建")
-           if made else
-           (f"`strategy` is a {type(strategy).__name__}", f"`strategy` 是 {type(strategy).__name__}"))
+           (f"`strategy` is a {type(strategy).__name__}" + (" that was never set up" if made else ""),
+            f"`strategy` 是 {type(strategy).__name__}" + ("，但从未真正创建" if made else "")))
     expect(strategy._cluster_resolver is resolver,
            ("the strategy runs on this resolver's cluster", "策略运行在这个解析器描述的集群上"),
            "same-cluster",
