@@ -132,10 +132,10 @@ def parse_tf_config(value: str | Mapping | None = None) -> TFConfig:
         value = os.environ.get("TF_CONFIG")
         if not value:
             raise TFConfigError(say("TF_CONFIG is not set.", "环境变量 TF_CONFIG 没有设置。"))
-    if isinstance(value, str) and not value.strip():
-        raise TFConfigError(say("TF_CONFIG is empty: no text, or only spaces and line breaks.",
-                                "TF_CONFIG 是空的：没有内容，或者只有空格和换行。"))
     if isinstance(value, str):
+        if not value.strip():
+            raise TFConfigError(say("TF_CONFIG is empty: no text, or only spaces and line breaks.",
+                                    "TF_CONFIG 是空的：没有内容，或者只有空格和换行。"))
         try:
             value = json.JSONDecoder().decode(value)  # a fresh decoder: no hook another cell set
         except RecursionError:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from pstutor.checks import expect, genuine, task
 
 WORKER_1 = "/job:worker/replica:0/task:1"
@@ -48,8 +46,9 @@ def cluster_and_strategy(resolver, strategy) -> None:
            ("pass your `resolver` to the strategy", "把你的 `resolver` 传给策略"),
            ("the strategy was created from another resolver than `resolver`",
             "策略是用另一个解析器创建的，不是 `resolver`"))
+    devices = [device.name for device in tf.config.list_logical_devices()]
     silent = [f"{job} {index}" for job in ("worker", "ps") for index in range(len(jobs.get(job, [])))
-              if not _runs_an_operation(tf, f"/job:{job}/replica:0/task:{index}")]
+              if not _runs_an_operation(tf, devices, f"/job:{job}/replica:0/task:{index}")]
     expect(not silent,
            ("every task's server runs operations", "每个任务的服务器都能执行运算"), "servers",
            ("each task needs its own tf.distribute.Server, started in this process",
@@ -78,7 +77,7 @@ def tf_config_of_worker_1(tf_config_json) -> None:
            ("TF_CONFIG holds the whole cluster and this task's type and index, valid in that cluster",
             "TF_CONFIG 包含整个集群，以及本任务在该集群中有效的类型和编号"),
            (f"TensorFlow cannot use it: {problem}", f"TensorFlow 用不了它：{problem}"))
-    cluster = json.JSONDecoder().decode(tf_config_json)["cluster"]  # a fresh decoder: nobody set its hooks
+    cluster = config.cluster  # as parse_tf_config read it, with a fresh decoder
     expect("chief" in cluster,
            ("the cluster lists the chief", "集群描述中列出了 chief"), "chief-missing",
            ("every task sees the whole cluster, the coordinator (chief) included",
@@ -140,10 +139,11 @@ def computed_on_worker_1(counter, doubled) -> None:
             f"`doubled` 是 {int(doubled)}，计数器是 {int(counter.numpy())}"))
 
 
-def _runs_an_operation(tf, task_device: str) -> bool:
-    """Whether this process reaches a TensorFlow server for `task_device` and an operation placed
-    there runs there (any program can listen on a port; only a connected server runs operations)."""
-    if not any(d.name.startswith(task_device + "/") for d in tf.config.list_logical_devices()):
+def _runs_an_operation(tf, devices: list[str], task_device: str) -> bool:
+    """Whether this process reaches a TensorFlow server for `task_device` (among the logical
+    `devices`) and an operation placed there runs there (any program can listen on a port; only a
+    connected server runs operations)."""
+    if not any(name.startswith(task_device + "/") for name in devices):
         return False
     try:
         with tf.device(task_device):
