@@ -20,8 +20,6 @@ import wcwidth
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 _INVISIBLE = {"Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn"}
-
-
 _BLANK_LETTERS = frozenset({0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800})  # Hangul fillers, braille blank
 _SCREEN_WIDTH = 32  # columns a name may take on the summary
 
@@ -59,12 +57,13 @@ def on_screen(student: str) -> str:
     """A name for the teacher's terminal: `name()`, quoted when it holds a space or is cut to the
     summary's width (with a digest, so two cut names stay apart), so it cannot fake other columns."""
     shown = name(student)
-    if wcwidth.wcswidth(shown) > _SCREEN_WIDTH:
+    cut = wcwidth.wcswidth(shown) > _SCREEN_WIDTH
+    if cut:
         digest = hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:6]
         while wcwidth.wcswidth(shown) > _SCREEN_WIDTH - 8:
             shown = shown[:-1]
         shown = f"{shown}…#{digest}"
-    if " " in shown or "…#" in shown or shown.startswith('"'):
+    if cut or " " in shown or shown.startswith('"'):
         return '"' + shown.replace('"', '\\"') + '"'
     return shown
 
