@@ -10,8 +10,11 @@ the submission's cgroups and onto its CPUs, sets its rlimits, then runs CMD insi
   sockets in DIR, Jupyter's `ipc` transport);
 - sees, read-only, only the system's libraries, Python, the installed packages and
   pstutor: no course clone, no solutions, no other submission, no home folder;
-- starts from a clean environment and may write only to DIR (also seen as /tmp) and to a
-  private /dev; Landlock (Linux 5.13+), where present, fences writes a second time;
+- starts from a clean environment, in a /tmp of its own: a tmpfs of at most `SCRATCH_LIMIT`
+  bytes, held in memory and so charged to the submission's memory limit, never the disk's;
+  it may write only there and to a private /dev. DIR, which holds the kernel's sockets and
+  connection file, it may read, and there Landlock (Linux 5.13+), where present, lets it
+  make and remove Unix sockets only: no file it writes can fill the grader's disk;
 - runs under limits on file size, open files and tasks; the kernel enforces memory,
   task and CPU limits through the cgroups, and the grader watches from outside
   (`pstutor.grading.limits`).
@@ -28,6 +31,8 @@ import platform
 import resource
 import shutil
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 # System call numbers (the same on x86_64 and aarch64) and flags from <linux/landlock.h>.
@@ -36,6 +41,7 @@ _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_MAKE_SOCK = 1 << 9
 _MAKE_ANYTHING = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 _REFER, _TRUNCATE = 1 << 13, 1 << 14  # Landlock ABI 2 and 3
 
@@ -44,6 +50,7 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "hosts", "nssw
         "passwd", "group", "alternatives", "fonts")
 _SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 FILE_SIZE_LIMIT = 1 << 30  # bytes per file a submission may write
+SCRATCH_LIMIT = 1 << 30  # bytes a submission may keep in its /tmp
 OPEN_FILES_LIMIT = 4096
 TASKS_OVER_CURRENT = 4096  # RLIMIT_NPROC: tasks this user may add (not enforced for root)
 
@@ -104,12 +111,32 @@ def readable() -> list[str]:
     return kept
 
 
+def work_base() -> str:
+    """Where the grader makes its sandbox folders: outside /tmp where it can.
+
+    Inside the walls /tmp is the submission's own tmpfs, and a Landlock rule holds for a
+    folder and everything beneath it: a sandbox folder under that /tmp would be as writable
+    as /tmp itself, and could fill the disk it really lives on.
+    """
+    base = "/var/tmp"
+    if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK) and not _beneath(base, "/tmp"):
+        return base
+    return tempfile.gettempdir()
+
+
+def _beneath(path: str, folder: str) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def command(work: Path, argv: list[str], *, program: str) -> list[str]:
-    """The bwrap command line that runs `argv` walled in, writing only to `work`."""
+    """The bwrap command line that runs `argv` walled in: scratch space in a /tmp of its own,
+    `work` (its sockets and connection file) readable, with new sockets only."""
     work = Path(os.path.realpath(work))
     line = [program, "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
-    line += ["--dev", "/dev", "--proc", "/proc", "--bind", str(work / "tmp"), "/tmp"]
+    # /tmp first: what is bound later, beneath it (a course clone in /tmp), lands on top of it
+    line += ["--dev", "/dev", "--proc", "/proc", "--size", str(SCRATCH_LIMIT), "--tmpfs", "/tmp"]
     for folder in readable():
         line += ["--ro-bind", folder, folder]
     for link in _SYSTEM:  # merged /usr: /lib, /bin, ... are links into it
@@ -118,22 +145,23 @@ def command(work: Path, argv: list[str], *, program: str) -> list[str]:
     for name in _ETC:
         line += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     line += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu",
-             "--bind", str(work), str(work), "--chdir", str(work)]
+             "--bind", str(work), str(work), "--chdir", "/tmp"]
     import pstutor
 
-    environment = {"HOME": str(work), "TMPDIR": str(work / "tmp"), "LANG": "C.UTF-8",
+    environment = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                    "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
                    "PYTHONPATH": str(Path(pstutor.__file__).resolve().parent.parent),
-                   "PYTHONNOUSERSITE": "1", "IPYTHONDIR": str(work / ".ipython"),
-                   "MPLCONFIGDIR": str(work / ".matplotlib"), "MPLBACKEND": "agg"}
+                   "PYTHONNOUSERSITE": "1", "IPYTHONDIR": "/tmp/.ipython",
+                   "MPLCONFIGDIR": "/tmp/.matplotlib", "MPLBACKEND": "agg"}
     for name, value in environment.items():
         line += ["--setenv", name, value]
     inner = [sys.executable, "-m", "pstutor.sandbox", "--fence", str(work), "--", *argv]
     return [*line, "--", *inner]
 
 
-def fence_writes(*writable: str) -> None:
-    """From now on, this process and its children may write only beneath `writable`."""
+def fence_writes(writable: Sequence[str], sockets: Sequence[str] = ()) -> None:
+    """From now on, this process and its children may write only beneath `writable`, and
+    beneath `sockets` only make and remove Unix sockets (no file there can grow)."""
     version = landlock_version()
     if version < 1:
         raise SandboxError("Landlock is not available on this system (Linux 5.13+ needed)")
@@ -145,10 +173,12 @@ def fence_writes(*writable: str) -> None:
     if ruleset < 0:
         raise SandboxError(f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}")
     try:
-        for path in writable:
+        rules = [(path, access) for path in writable]
+        rules += [(path, _MAKE_SOCK | _REMOVE_FILE) for path in sockets]
+        for path, allowed in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                rule = _PathBeneathAttr(access, fd)
+                rule = _PathBeneathAttr(allowed, fd)
                 if libc.syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) < 0:
                     raise SandboxError(f"landlock_add_rule({path}) failed: "
                                        f"{os.strerror(ctypes.get_errno())}")
@@ -193,7 +223,7 @@ def main(argv: list[str]) -> None:
     walled in (`--fence DIR` is the step inside the walls)."""
     if argv[:1] == ["--fence"]:
         if landlock_version() >= 1:
-            fence_writes(argv[1], "/dev", "/tmp")
+            fence_writes(["/dev", "/tmp"], sockets=[argv[1]])
         os.execvp(argv[3], argv[3:])
     options = [arg for arg in argv[: argv.index("--") if "--" in argv else 0] if arg.startswith("--")]
     rest = argv[len(options):]

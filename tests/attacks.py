@@ -203,6 +203,17 @@ try:
         threads.append(thread)
 except RuntimeError as full:
     raise RuntimeError(f"stopped after {len(threads)} threads") from full"""
+DISK_FILL = """import os, sys
+targets = ["/tmp", os.path.expanduser("~"), os.getcwd()]
+targets += [os.path.dirname(arg) for arg in sys.argv if arg.endswith(".json")]  # the sandbox folder
+for folder in targets:
+    for index in range(32):  # 16 GiB a folder, where it can
+        try:
+            with open(os.path.join(folder, f"fill-{index}"), "wb") as hog:
+                os.posix_fallocate(hog.fileno(), 0, 512 << 20)
+        except OSError:
+            break
+resolver = strategy = None"""
 OUTPUT_FLOOD = """from IPython.display import display, update_display
 handle = display("start", display_id=True)
 for index in range(20000):

@@ -1,23 +1,25 @@
 """Limits the kernel enforces per submission, so a classmate's verdict never depends on what another
 submission does: a cgroup each (v1 on this machine, v2 checked on a tree laid out like cgroupfs),
 CPUs of its own, and — beside submissions that hog CPUs from their own sessions, flood threads,
-fill shared memory and flood output — a correct solution graded with --jobs 2 keeps its verdict."""
+fill shared memory, try to fill the disk and flood output — a correct solution graded with
+--jobs 2 keeps its verdict."""
 
 import csv
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
-from attacks import CPU_HOG, OUTPUT_FLOOD, SHARED_MEMORY, THREAD_FLOOD
+from attacks import CPU_HOG, DISK_FILL, OUTPUT_FLOOD, SHARED_MEMORY, THREAD_FLOOD
 from conftest import ROOT, descendants, run_grader
 
 from pstutor import build, metadata
 from pstutor.grading.limits import TASK_LIMIT, Limits
-from pstutor.sandbox import bwrap
+from pstutor.sandbox import SCRATCH_LIMIT, bwrap, landlock_version, work_base
 
 SOURCE = ROOT / "lessons" / "exercises" / "01_cluster.md"
 V1 = (
@@ -108,6 +110,30 @@ def test_cgroup_v1_limits_hold_a_process_and_are_removed():
     assert not list(Path("/sys/fs/cgroup/pids").glob(f"{limits.group}*"))
 
 
+@needs_bwrap
+@pytest.mark.skipif(landlock_version() < 1, reason="needs Landlock (Linux 5.13+)")
+def test_what_a_submission_writes_stays_in_memory_and_under_its_limit(tmp_path):
+    """Its /tmp, home and working folder are one tmpfs of SCRATCH_LIMIT bytes; the sandbox folder,
+    on the grader's disk, takes sockets only."""
+    work = Path(tempfile.mkdtemp(prefix="pstutor-disk-", dir=work_base()))
+    try:
+        (work / "connection.json").write_text("{}")
+        report = "import shutil, socket\n"
+        report += "socket.socket(socket.AF_UNIX).bind(os.path.join(targets[-1], 'k-1'))\n"
+        report += "print(shutil.disk_usage('/tmp').used, sorted(os.listdir(targets[-1])))"
+        done = subprocess.run([sys.executable, "-m", "pstutor.sandbox", str(work), "--", sys.executable, "-c",
+                               DISK_FILL + "\n" + report, str(work / "connection.json")],
+                              capture_output=True, text=True, timeout=300, cwd=work)
+        assert done.returncode == 0, done.stderr[-2000:]
+        used, listed = done.stdout.split(" ", 1)
+        assert SCRATCH_LIMIT // 2 < int(used) <= SCRATCH_LIMIT, done.stdout  # it wrote what it could
+        assert listed.strip() == "['connection.json', 'k-1']", done.stdout  # a socket, no file
+        on_disk = sum(path.stat().st_size for path in work.rglob("*") if path.is_file())
+        assert on_disk < 1 << 10, on_disk
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
 def _submission(path, answers: dict[str, str]) -> None:
     notebook = build.render(SOURCE, "en", "exercise")
     solution = build.render(SOURCE, "en", "solution")
@@ -128,6 +154,7 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
         ("cpu", CPU_HOG),
         ("shm", SHARED_MEMORY),
         ("threads", THREAD_FLOOD),
+        ("disk", DISK_FILL),
         ("output", OUTPUT_FLOOD),
     ):
         _submission(folder / f"hog-{name}.ipynb", {"01.1": attack})
@@ -144,5 +171,6 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
     assert "time limit" in rows["hog-cpu"]["details"]  # charged to the submission that spent it
     assert "memory limit of 2 GiB" in rows["hog-shm"]["details"], rows["hog-shm"]
     assert rows["hog-threads"]["01.1"] == "crashed", rows["hog-threads"]
+    assert rows["hog-disk"]["01.1"] == "failed" and rows["hog-disk"]["details"] == "", rows["hog-disk"]
     assert rows["hog-output"]["score"] == "0" and len(table.read_bytes()) < 1 << 20
     assert descendants(os.getpid()) == []

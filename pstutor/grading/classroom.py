@@ -32,6 +32,7 @@ from pstutor.grading.model import (
 )
 from pstutor.grading.run import Interrupted, execute, new_key, prepare, verdicts
 from pstutor.language import say
+from pstutor.sandbox import work_base
 
 __all__ = ["GradingError", "GradingFailed", "grade", "summary"]
 MEMORY_LIMIT = 6 << 30  # per submission, the kernel and everything it starts together
@@ -374,7 +375,7 @@ def grade_one(
     prepared = prepare(found)
     if not any(prepared.attempted.values()):  # a copy as handed out: no kernel could change its verdicts
         return {task: TaskResult(task, NOT_ATTEMPTED) for task in sorted(prepared.attempted)}
-    work = Path(tempfile.mkdtemp(prefix=f"pstutor-grade-{os.getpid()}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"pstutor-grade-{os.getpid()}-", dir=work_base()))
     try:
         key = new_key()
         stopped = execute(
@@ -413,7 +414,7 @@ def remove(folder: Path) -> None:
 
 def sweep_folders() -> None:
     """Remove the sandbox folders of graders that were killed (their pid is gone)."""
-    for folder in Path(tempfile.gettempdir()).glob("pstutor-grade-*-*"):
+    for folder in Path(work_base()).glob("pstutor-grade-*-*"):
         owner = folder.name[len("pstutor-grade-") :].split("-")[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             remove(folder)

@@ -13,8 +13,8 @@ Slot i of `--jobs` is also given CPUs of its own (the cgroup's cpuset, and the p
 affinity), so a submission that keeps every core busy starves only itself, and its time
 limit is charged to the time it spent. Where no cgroup can be made, what needs no privilege
 still holds — CPU affinity, file-size and task rlimits, and the watchdog, which polls memory
-(shared memory in the sandbox's /dev included), processes and threads four times a second —
-and `describe()` says which limits then do not hold.
+(the files in the sandbox's in-memory /dev and /tmp included), processes and threads four
+times a second — and `describe()` says which limits then do not hold.
 """
 
 from __future__ import annotations
@@ -179,14 +179,14 @@ class Limits:
             )
         return (
             f"limits: no cgroups ({self.why}); each submission has CPUs of its own by affinity and "
-            "file-size and task rlimits; memory (shared memory in its /dev included), processes and "
-            "threads are polled 4 times a second — a submission can undo its affinity, memory not "
-            "mapped by any process is not counted, and a thread flood can take tasks from classmates "
-            "for up to a quarter second",
+            "file-size and task rlimits; memory (the files in its in-memory /dev and /tmp included), "
+            "processes and threads are polled 4 times a second — a submission can undo its affinity, "
+            "memory not mapped by any process is not counted, and a thread flood can take tasks from "
+            "classmates for up to a quarter second",
             f"限制：没有 cgroup（{self.why}）；每份提交通过亲和性使用自己的 CPU，"
             "并有文件大小和任务数的 rlimit；"
-            "内存（含其 /dev 中的共享内存）、进程和线程每秒检查 4 次——提交可以解除自己的亲和性，未被任何进程"
-            "映射的内存不计入，线程洪水最多可在四分之一秒内占用同学的任务额度",
+            "内存（含其内存中的 /dev 和 /tmp 里的文件）、进程和线程每秒检查 4 次——"
+            "提交可以解除自己的亲和性，未被任何进程映射的内存不计入，线程洪水最多可在四分之一秒内占用同学的任务额度",
         )
 
     def cpus_of(self, index: int) -> list[int]:
@@ -315,8 +315,8 @@ class Watchdog:
     """Stops a sandbox (and all it started) that uses too much memory, processes or threads.
 
     With cgroups the kernel enforces these limits and the watchdog is a second line; without
-    them it is the only one, so it also counts the sandbox's private /dev (shared memory
-    lives there) and threads.
+    them it is the only one, so it also counts the files in the sandbox's private, in-memory
+    /dev (shared memory) and /tmp, and threads.
     """
 
     def __init__(
@@ -337,7 +337,7 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(0.25):
             pids = descendants(self.pid)
-            used = sum(_rss(pid) for pid in pids) + _shared_memory(pids)
+            used = sum(_rss(pid) for pid in pids) + _in_memory_files(pids)
             threads = sum(_threads(pid) for pid in pids)
             exceeded = (
                 "memory"
@@ -389,10 +389,13 @@ def _threads(pid: int) -> int:
     return 0
 
 
-def _shared_memory(pids: list[int]) -> int:
-    """Bytes held by the tmpfs of the sandbox's /dev (shared memory), seen through its first process."""
-    for pid in pids[:1]:
+def _in_memory_files(pids: list[int]) -> int:
+    """Bytes held by the sandbox's own tmpfs mounts, its /dev (shared memory) and its /tmp, seen
+    through its first process; a folder that is the grader's own (no walls) is not counted."""
+    used = 0
+    for pid, folder in ((pid, folder) for pid in pids[:1] for folder in ("dev", "tmp")):
         with contextlib.suppress(OSError):
-            info = os.statvfs(f"/proc/{pid}/root/dev")
-            return (info.f_blocks - info.f_bfree) * info.f_frsize
-    return 0
+            if os.stat(f"/proc/{pid}/root/{folder}").st_dev != os.stat(f"/{folder}").st_dev:
+                info = os.statvfs(f"/proc/{pid}/root/{folder}")
+                used += (info.f_blocks - info.f_bfree) * info.f_frsize
+    return used
