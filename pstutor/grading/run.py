@@ -34,13 +34,14 @@ from pstutor.grading.limits import PROCESS_LIMIT, TASK_LIMIT, Slot, Watchdog
 from pstutor.grading.model import CRASHED, NOT_ATTEMPTED, TaskResult, Text, text
 
 KEY_FILE, PLAN_FILE = ".pstutor-key", ".pstutor-plan.json"
+_SEAL_ID = "pstutor-seal"
 MAX_OUTPUT_BYTES = 2 << 20  # kept output per submission; the rest of a flood is dropped
 MAX_MESSAGE_BYTES = 8 << 20  # one message from the kernel; a larger one closes the connection
 _KERNEL = "pstutor-grading"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SEAL = re.compile(r"[0-9a-f]{64}")  # what hexdigest() gives; compare_digest refuses non-ASCII text
 _SEAL_CELL = (
-    '__import__("pstutor.grading.integrity", fromlist=["seal_file"]).seal_file("{plan}")  '
+    '__import__("pstutor.grading.integrity", fromlist=["seal_file"]).seal_file({plan!r})  '
     "# the grader's seal: nothing of the answers has run yet"
 )
 
@@ -81,8 +82,8 @@ def prepare(found: Identified) -> Prepared:
             cell.source = source
         attempted.update(dict.fromkeys(tasks, changed))
         answers[", ".join(tasks)] = cell.source
-    seal = nbformat.v4.new_code_cell(_SEAL_CELL.format(plan=PLAN_FILE))
-    seal.id = "pstutor-seal"
+    seal = nbformat.v4.new_code_cell(_SEAL_CELL.format(plan=PLAN_FILE))  # execute() names its folder
+    seal.id = _SEAL_ID
     notebook.cells.insert(first_answer if first_answer is not None else len(notebook.cells), seal)
     checks = {}
     for index, cell in enumerate(notebook.cells):
@@ -127,6 +128,9 @@ def execute(
     (work / "tmp").mkdir()
     (work / KEY_FILE).write_bytes(key)
     (work / PLAN_FILE).write_text(json.dumps(prepared.plan), encoding="utf-8")
+    # the kernel's working folder is its own /tmp, not `work`: the seal cell names the plan in full
+    seal = next(cell for cell in prepared.notebook.cells if cell.get("id") == _SEAL_ID)
+    seal.source = _SEAL_CELL.format(plan=str(work / PLAN_FILE))
     kernel = [sys.executable, "-m", "pstutor.grading.kernel", str(work / KEY_FILE), "-f", "{connection_file}"]
     limits = [f"--cgroup={folder}" for folder in slot.cgroups]
     limits += [f"--cpus={','.join(str(cpu) for cpu in slot.cpus)}"] if slot.cpus else []
