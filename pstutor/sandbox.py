@@ -193,9 +193,12 @@ def fence_writes(writable: Sequence[str], sockets: Sequence[str] = ()) -> None:
 
 
 def _limit() -> None:
-    """Limits that the kernel and its children inherit: file size, open files, tasks, no core dumps."""
+    """Limits that the kernel and its children inherit: file size, open files, tasks, no core dumps,
+    and not the address-space cap of the notebook client that started it."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    address_space = resource.getrlimit(resource.RLIMIT_AS)[1]  # the notebook client caps its own
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     cap = OPEN_FILES_LIMIT if hard == resource.RLIM_INFINITY else min(OPEN_FILES_LIMIT, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, cap), cap))

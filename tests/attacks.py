@@ -214,6 +214,11 @@ for folder in targets:
         except OSError:
             break
 resolver = strategy = None"""
+FRAME_FLOOD = """kernel = get_ipython().kernel
+frame = b"x" * ((8 << 20) - 4096)  # under the grader's cap on one frame: 400 of them, 3.2 GB
+kernel.session.send(kernel.iopub_socket, "stream", {"name": "stdout", "text": "x"},
+                    buffers=[frame] * 400, parent=kernel.get_parent("shell"))
+resolver = strategy = None"""
 OUTPUT_FLOOD = """from IPython.display import display, update_display
 handle = display("start", display_id=True)
 for index in range(20000):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from attacks import CPU_HOG, DISK_FILL, OUTPUT_FLOOD, SHARED_MEMORY, THREAD_FLOOD
-from conftest import ROOT, descendants, run_grader
+from attacks import CPU_HOG, DISK_FILL, FRAME_FLOOD, OUTPUT_FLOOD, SHARED_MEMORY, THREAD_FLOOD
+from conftest import ROOT, clean_env, descendants, run_grader
 
 from pstutor import build, metadata
 from pstutor.grading.limits import TASK_LIMIT, Limits
@@ -132,6 +132,41 @@ def test_what_a_submission_writes_stays_in_memory_and_under_its_limit(tmp_path):
         assert on_disk < 1 << 10, on_disk
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def _peak_memory(pid: int) -> int:
+    """The highest resident memory a process has had so far, in bytes (VmHWM)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) << 10 for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+
+
+@needs_bwrap
+def test_a_flood_of_frames_grows_only_its_own_notebook_client(tmp_path):
+    """One message of 400 frames, each under the cap on a frame: 3.2 GB that ZeroMQ gathers
+    before it delivers any. It lands in the submission's notebook client, whose address space
+    is capped; the grader itself stays small and the submission scores nothing."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    _submission(folder / "frames.ipynb", {"01.1": FRAME_FLOOD})
+    table = tmp_path / "grades.csv"
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "pstutor", "grade", str(folder), "--out", str(table), "--course", str(ROOT),
+         "--timeout", "150"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=clean_env(), cwd=ROOT)
+    peak = 0
+    while grader.poll() is None:
+        peak = max(peak, _peak_memory(grader.pid))
+        time.sleep(0.2)
+    assert grader.returncode == 0, grader.stderr.read()[-3000:]
+    print(f"the grader's peak memory: {peak / 2**20:.0f} MiB")
+    assert 0 < peak < 512 << 20  # without the client of its own: 3.3 GiB here
+    with open(table, encoding="utf-8") as handle:
+        row = next(csv.DictReader(handle))
+    assert row["score"] == "0" and row["01.1"] != "passed", row
+    assert descendants(os.getpid()) == []
 
 
 def _submission(path, answers: dict[str, str]) -> None:

@@ -41,10 +41,10 @@ def test_messages_that_steer_the_client_keep_only_what_it_reads():
     none of its fields may carry megabytes into the grader's copy of the notebook."""
     import nbformat
 
-    from pstutor.grading.run import _capped_client
+    from pstutor.grading.client import capped_client
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
-    client = _capped_client(set())(notebook)
+    client = capped_client(set())(notebook)
     client.reset_execution_trackers()
     client.clear_before_next_output = False  # what execute_cell sets before a cell runs
     cell = notebook.cells[0]

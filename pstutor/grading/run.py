@@ -1,5 +1,6 @@
 """Running one submission: its answers in a fresh copy of the exercise, a fresh kernel in its own
-sandbox and cgroup, and the verdicts read back only from sealed check records.
+sandbox and cgroup, driven by a notebook client in a process of its own
+(`pstutor.grading.client`), and the verdicts read back only from sealed check records.
 
 The notebook run is the committed student copy with the student's answer cells put in, so
 check cells cannot be edited away; a seal cell of the grader's goes right before the first
@@ -18,10 +19,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
-import time
 from pathlib import Path
 
 import nbformat
@@ -29,15 +31,13 @@ import nbformat
 from pstutor import metadata
 from pstutor.checks import FAILED, MIME, NOT_DONE, PASSED
 from pstutor.grading import integrity
+from pstutor.grading.client import KERNEL_NAME
 from pstutor.grading.identify import Identified
 from pstutor.grading.limits import PROCESS_LIMIT, TASK_LIMIT, Slot, Watchdog
 from pstutor.grading.model import CRASHED, NOT_ATTEMPTED, TaskResult, Text, text
 
 KEY_FILE, PLAN_FILE = ".pstutor-key", ".pstutor-plan.json"
 _SEAL_ID = "pstutor-seal"
-MAX_OUTPUT_BYTES = 2 << 20  # kept output per submission; the rest of a flood is dropped
-MAX_MESSAGE_BYTES = 8 << 20  # one message from the kernel; a larger one closes the connection
-_KERNEL = "pstutor-grading"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SEAL = re.compile(r"[0-9a-f]{64}")  # what hexdigest() gives; compare_digest refuses non-ASCII text
 _SEAL_CELL = (
@@ -117,14 +117,13 @@ def execute(
     running: set[int],
     stopping: threading.Event,
 ) -> Text:
-    """Run the notebook in a fresh kernel inside `work`; what stopped it early (empty when nothing did)."""
-    from jupyter_client import AsyncKernelManager
-    from jupyter_client.kernelspec import KernelSpecManager
-    from nbclient.exceptions import CellTimeoutError
-    from traitlets import default
+    """Run the notebook in a fresh kernel inside `work`; what stopped it early (empty when nothing did).
 
+    The notebook client runs in a process of its own (`pstutor.grading.client`), so that what
+    the kernel sends can never grow the grader; the grader watches the kernel from outside.
+    """
     specs = work / "kernels"
-    (specs / _KERNEL).mkdir(parents=True)
+    (specs / KERNEL_NAME).mkdir(parents=True)
     (work / "tmp").mkdir()
     (work / KEY_FILE).write_bytes(key)
     (work / PLAN_FILE).write_text(json.dumps(prepared.plan), encoding="utf-8")
@@ -145,7 +144,7 @@ def execute(
         "MPLCONFIGDIR": str(work / ".matplotlib"),
         "MPLBACKEND": "agg",
     }
-    (specs / _KERNEL / "kernel.json").write_text(
+    (specs / KERNEL_NAME / "kernel.json").write_text(
         json.dumps(
             {
                 "argv": kernel,
@@ -156,50 +155,7 @@ def execute(
             }
         )
     )
-    deadline = time.monotonic() + timeout
-
-    class SandboxedKernels(AsyncKernelManager):
-        @default("kernel_spec_manager")
-        def _only_the_grading_kernel(self) -> KernelSpecManager:
-            return KernelSpecManager(kernel_dirs=[str(specs)])
-
-        @default("transport")
-        def _local_sockets(self) -> str:  # no network in the sandbox: Unix sockets in its folder
-            return "ipc" if sandbox else "tcp"
-
-        @default("ip")
-        def _socket_prefix(self) -> str:
-            return str(work / "kernel") if sandbox else "127.0.0.1"
-
-        @default("connection_file")
-        def _connection_file_in_the_sandbox(self) -> str:
-            return str(work / "connection.json")
-
-        async def _async_post_start_kernel(self, **kw) -> None:
-            await super()._async_post_start_kernel(**kw)
-            started(self.provisioner.pid)  # watched, and stopped on Ctrl-C, from its very start
-
-        @default("context")
-        def _bounded_messages(self):
-            import zmq
-            import zmq.asyncio
-
-            context = zmq.asyncio.Context()
-            context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-            return context
-
-    client = _capped_client(set(prepared.checks.values()))(
-        prepared.notebook,
-        kernel_name=_KERNEL,
-        allow_errors=True,
-        record_timing=False,
-        iopub_timeout=10,
-        timeout_func=lambda cell: max(1, int(deadline - time.monotonic())),
-        startup_timeout=int(timeout),
-        shutdown_kernel="immediate",  # the results are in; a graceful stop only waits (3 s a kernel)
-        resources={"metadata": {"path": str(work)}},
-        kernel_manager_class=SandboxedKernels,
-    )
+    own = Path(tempfile.mkdtemp(prefix="pstutor-client-"))  # the grader's: no kernel can reach it
     kernels: list[int] = []
     watchdogs: list[Watchdog] = []
 
@@ -210,91 +166,74 @@ def execute(
         if stopping.is_set():  # stopped while it was starting
             _kill_group(pid)
 
-    def next_cell(**_) -> None:
-        if stopping.is_set():
-            raise Interrupted()
+    late = threading.Event()
 
-    client.on_cell_start = next_cell
-    timer = threading.Timer(timeout + 15, lambda: [_kill_group(pid) for pid in kernels])
-    timer.start()  # the last resort, for a kernel stuck where an interrupt cannot reach
+    def last_resort() -> None:  # for a kernel stuck where an interrupt cannot reach
+        late.set()
+        for pid in [*kernels, client.pid]:
+            _kill_group(pid)
+
     try:
+        job = {"notebook": prepared.notebook, "work": str(work), "sandboxed": bool(sandbox),
+               "timeout": timeout, "checks": sorted(set(prepared.checks.values()))}
+        (own / "job.json").write_text(json.dumps(job), encoding="utf-8")
         if stopping.is_set():
             raise Interrupted()
-        client.execute(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the kernel's own noise
-        return _limit_reached(watchdogs, slot, memory)
-    except Exception as err:  # time limit, a kernel that died: the student's code did it
+        client = subprocess.Popen(
+            [sys.executable, "-m", "pstutor.grading.client", str(own / "job.json"), str(own / "result.json")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            start_new_session=True,  # its own group: stopped with everything it started
+        )
+        running.add(client.pid)
+        timer = threading.Timer(timeout + 15, last_resort)
+        timer.start()
+        try:
+            for line in client.stdout:  # until it ends: "kernel PID" once the kernel runs
+                words = line.split()
+                if len(words) == 2 and words[0] == "kernel" and words[1].isdigit() and not kernels:
+                    started(int(words[1]))
+            client.wait()
+        finally:
+            timer.cancel()
+            running.discard(client.pid)
         if stopping.is_set():
-            raise Interrupted() from None
-        if not kernels:  # no kernel started: the grader's problem, not the student's
-            raise
+            raise Interrupted()
         reached = _limit_reached(watchdogs, slot, memory)
         if reached:
             return reached
-        # nbclient's own cell timeout is the deadline in whole seconds, so it can fire just before it
-        if isinstance(err, CellTimeoutError) or time.monotonic() >= deadline:
+        if late.is_set():
             return text(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
-        first = str(err).splitlines()[0][:200] if str(err) else ""
-        return text(f"{type(err).__name__}: {first}", f"{type(err).__name__}：{first}")
+        if not (own / "result.json").exists():
+            if not kernels:  # no kernel started: the grader's problem, not the student's
+                raise RuntimeError(f"the notebook client ended with exit code {client.returncode}")
+            return text(  # the client's capped address space: the kernel sent a flood of frames
+                f"the kernel sent more than the grader takes in (its client stopped, exit code "
+                f"{client.returncode})",
+                f"内核发来的消息超出了评分程序能接收的量（其客户端已停止，退出码 {client.returncode}）",
+            )
+        result = json.loads((own / "result.json").read_text(encoding="utf-8"))
+        prepared.notebook = nbformat.from_dict(result["notebook"])
+        stopped = result["stopped"]
+        if stopped is None:
+            return {}
+        if not kernels:
+            raise RuntimeError(f"no kernel started: {stopped['error']}: {stopped['first']}")
+        if stopped["timed_out"]:
+            return text(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
+        name, first = stopped["error"], stopped["first"]
+        return text(f"{name}: {first}", f"{name}：{first}")
     finally:
-        timer.cancel()
         for watchdog in watchdogs:
             watchdog.stop()
         for pid in kernels:  # the kernel is gone by now; anything it started goes too
             _kill_group(pid)
             running.discard(pid)
         slot.stop()
+        shutil.rmtree(own, ignore_errors=True)
 
 
 class Interrupted(Exception):
     """The grading was stopped (Ctrl-C, a signal) while this submission ran: no verdict."""
-
-
-# Kernel messages that steer nbclient and are not counted as output: the fields it reads.
-_CONTROL = {
-    "status": {"execution_state": (str,)},
-    "execute_input": {"execution_count": (int,)},
-    "clear_output": {"wait": (bool,)},
-}
-
-
-def _capped_client(check_cells: set[int]):
-    """A NotebookClient that keeps at most MAX_OUTPUT_BYTES of output messages of any kind, and
-    beyond that only the first value of each check cell; widget messages are ignored."""
-    from nbclient import NotebookClient
-
-    class CappedClient(NotebookClient):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.kept, self.results = 0, set()  # bytes kept; check cells whose value was kept
-
-        def process_message(self, msg, cell, cell_index):
-            kind, content = str(msg.get("msg_type", "")), msg.get("content", {})
-            if kind.startswith("comm") or not isinstance(content, dict):
-                return None
-            if kind in _CONTROL:  # uncounted, so only the fields nbclient reads, of their own types
-                content = {key: content[key] for key, kinds in _CONTROL[kind].items()
-                           if type(content.get(key)) in kinds}
-                if kind == "status" and "execution_state" not in content:
-                    return None
-                return super().process_message({**msg, "content": content}, cell, cell_index)
-            if "execution_count" in content and type(content["execution_count"]) is not int:
-                msg = {**msg, "content": {k: v for k, v in content.items() if k != "execution_count"}}
-            size = len(json.dumps(msg.get("content", {}), default=str))
-            self.kept += size
-            if self.kept > MAX_OUTPUT_BYTES:
-                own_value = (
-                    kind == "execute_result"
-                    and cell_index in check_cells
-                    and cell_index not in self.results
-                    and size < 65536
-                )
-                if not own_value:
-                    return None
-            if kind == "execute_result":
-                self.results.add(cell_index)
-            return super().process_message(msg, cell, cell_index)
-
-    return CappedClient
 
 
 def _limit_reached(watchdogs: list[Watchdog], slot: Slot, memory: int) -> Text:
