@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from conftest import ROOT, clean_env, descendants, run_grader, run_pstutor
 
 from pstutor import build, metadata
-from pstutor.sandbox import bwrap
+from pstutor.sandbox import bwrap, work_base
 
 SOURCE = ROOT / "lessons" / "exercises" / "01_cluster.md"
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -186,13 +185,13 @@ def test_a_plain_kill_leaves_no_verdict_no_folder_and_no_process(tmp_path):
     pattern = f"pstutor-grade-{grader.pid}-*"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(
-        Path(tempfile.gettempdir()).glob(f"{pattern}/connection.json")
+        Path(work_base()).glob(f"{pattern}/connection.json")
     ):
         time.sleep(0.2)
     time.sleep(3)  # the kernels are starting: the worst moment to be killed
     err = _stop(grader, signal.SIGTERM)
     assert grader.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert not list(Path(tempfile.gettempdir()).glob(pattern))
+    assert not list(Path(work_base()).glob(pattern))
     rows = _rows(table) if table.exists() else {}
     assert all(row["01.1"] not in ("passed", "failed", "crashed") for row in rows.values())  # no verdict
     assert not list(Path("/sys/fs/cgroup/pids").glob(f"pstutor-grade-{grader.pid}*"))

@@ -206,6 +206,6 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
     assert "time limit" in rows["hog-cpu"]["details"]  # charged to the submission that spent it
     assert "memory limit of 2 GiB" in rows["hog-shm"]["details"], rows["hog-shm"]
     assert rows["hog-threads"]["01.1"] == "crashed", rows["hog-threads"]
-    assert rows["hog-disk"]["01.1"] == "failed" and rows["hog-disk"]["details"] == "", rows["hog-disk"]
+    assert rows["hog-disk"]["score"] == "0" and rows["hog-disk"]["details"] == "", rows["hog-disk"]
     assert rows["hog-output"]["score"] == "0" and len(table.read_bytes()) < 1 << 20
     assert descendants(os.getpid()) == []
