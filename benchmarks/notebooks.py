@@ -4,15 +4,16 @@
                                    [--rounds N] [--guide parameter_server_training.ipynb] [NN ...]
 
 A benchmark, not a test: run it on an otherwise idle target machine (2 cores). Each row is
-marked against the course's budget: lessons 01-06 under 20 s each, 07-09 under 45 s, and
-the nine lessons of one language under 3 minutes together.
+marked against the course's budgets, declared in lessons/course.toml (`pstutor.manifest`):
+each lesson's `budget_seconds`, and `total_budget_seconds` for the lessons of one language
+together.
 
 With `--guide`, the official guide's notebook (tensorflow/docs
 site/en/tutorials/distribute/parameter_server_training.ipynb; its pip cell dropped and
 `pstutor.setup()` put first, so that it runs under tf-keras) runs before every notebook, and
-each row is also marked against the guide's median of the same run: lessons 01-06 may take as
-long as the guide, 07-09 twice as long. A row shows the median of `--rounds` runs and their
-lowest and highest.
+each row is also marked against the guide's median of the same run: a lesson's notebooks may
+take `guide_ratio` times as long. A row shows the median of `--rounds` runs and their lowest
+and highest.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import nbformat
 import psutil
 from nbclient import NotebookClient
 
+from pstutor import manifest
 from pstutor.course import CourseNotFoundError, find_course
 
 
@@ -70,16 +72,6 @@ def guide_notebook(path: Path, folder: Path) -> Path:
     return runnable
 
 
-def guide_factor(path: Path) -> float:
-    """How many times the guide's wall time a notebook may take."""
-    return 2.0 if path.stem[:2] in ("07", "08", "09") else 1.0
-
-
-def budget(path: Path) -> float:
-    """Seconds a notebook may take on the 2-core machine."""
-    return 45.0 if path.stem[:2] in ("07", "08", "09") else 20.0
-
-
 def main() -> None:
     """Run the chosen notebooks and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -94,17 +86,18 @@ def main() -> None:
     args = parser.parse_args()
     try:
         root = find_course(args.course)
-    except CourseNotFoundError as err:
+        course = manifest.read(root)
+    except (CourseNotFoundError, manifest.ManifestError) as err:
         parser.error(str(err))
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     with tempfile.TemporaryDirectory() as scratch:
         guide = guide_notebook(args.guide, Path(scratch)) if args.guide else None
-        report(root, args, guide)
+        report(root, course, args, guide)
 
 
-def report(root: Path, args: argparse.Namespace, guide: Path | None) -> None:
-    """Time each notebook `args.rounds` times (the guide before each run) and print the rows."""
+def report(root: Path, course: manifest.Course, args: argparse.Namespace, guide: Path | None) -> None:
+    """Time each lesson's notebooks `args.rounds` times (the guide before each run) and print the rows."""
     langs = ("en", "zh") if args.lang == "all" else (args.lang,)
     totals: dict[tuple[str, str], float] = {}
     guide_runs: list[float] = []
@@ -113,9 +106,10 @@ def report(root: Path, args: argparse.Namespace, guide: Path | None) -> None:
     print(header)
     for folder in args.folders.split(","):
         for lang in langs:
-            for path in sorted((root / folder / lang).glob("*.ipynb")):
-                if args.lessons and not any(path.stem.startswith(n) for n in args.lessons):
+            for lesson in course.lessons:
+                if args.lessons and not any(lesson.slug.startswith(n) for n in args.lessons):
                     continue
+                path = root / folder / lang / f"{lesson.slug}.ipynb"
                 runs, peak = [], 0.0
                 for _ in range(args.rounds):
                     if guide:
@@ -125,21 +119,21 @@ def report(root: Path, args: argparse.Namespace, guide: Path | None) -> None:
                     peak = max(peak, mib)
                 seconds = statistics.median(runs)
                 totals[folder, lang] = totals.get((folder, lang), 0.0) + seconds
-                mark = "ok" if seconds <= budget(path) else "OVER"
+                mark = "ok" if seconds <= lesson.budget_seconds else "OVER"
                 name = f"{folder}/{lang}/{path.name}"
                 line = f"{name:<42} {seconds:8.1f} {min(runs):5.1f}-{max(runs):<5.1f} {mark:>7} {peak:9.0f}"
                 print(line, flush=True)
-                rows.append((path, seconds, line))
+                rows.append((lesson, seconds, line))
     for (folder, lang), total in totals.items():
-        mark = ("ok" if total <= 180 else "OVER") if folder == "notebooks" else ""
+        mark = ("ok" if total <= course.total_budget_seconds else "OVER") if folder == "notebooks" else ""
         print(f"{'total ' + folder + '/' + lang:<42} {total:8.1f} {'':11} {mark:>7}")
     if guide_runs:
         middle = statistics.median(guide_runs)
         print(f"\nthe guide: median {middle:.1f} s of {len(guide_runs)} runs "
               f"({min(guide_runs):.1f}-{max(guide_runs):.1f} s)\n{header} {'/ guide':>8}")
-        for path, seconds, line in rows:
+        for lesson, seconds, line in rows:
             ratio = seconds / middle
-            print(f"{line} {ratio:7.2f}x {'ok' if ratio <= guide_factor(path) else 'OVER'}")
+            print(f"{line} {ratio:7.2f}x {'ok' if ratio <= lesson.guide_ratio else 'OVER'}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The notebook build: one source -> the English and the Chinese notebook (and, for an
 exercise, its solution and its student copy in both languages).
 
-A source (`lessons/NN_name.md`, or `lessons/exercises/NN_name.md` for an exercise) is a
-sequence of cells, each opened by a marker line:
+A source (`lessons/NN_name.md`, or `lessons/exercises/NN_name.md` for an exercise, each
+declared in the course manifest `lessons/course.toml`: `pstutor.manifest`) is a sequence of
+cells, each opened by a marker line:
 
     <!-- cell: en -->          markdown in English; must be followed by its zh twin
     <!-- cell: zh -->          markdown in Chinese
@@ -51,7 +52,7 @@ from pathlib import Path
 
 import nbformat
 
-from pstutor import literals, metadata
+from pstutor import literals, manifest, metadata
 from pstutor.claims import Claim, failures
 from pstutor.course import find_course, publication
 from pstutor.language import LANGUAGES, say
@@ -114,13 +115,17 @@ def course_of(source: Path) -> Path:
 
 
 def lesson_paths(root: Path | None = None) -> list[Path]:
-    """Every lesson source of the course at `root` (default: found from the working directory)."""
-    return sorted((root or find_course()).joinpath("lessons").glob("[0-9][0-9]_*.md"))
+    """Every lesson source of the course at `root` (default: found from the working directory),
+    in the order of its manifest (`pstutor.manifest`), which must declare every source."""
+    root = root or find_course()
+    return [root / "lessons" / f"{lesson.slug}.md" for lesson in manifest.read(root).lessons]
 
 
 def exercise_paths(root: Path | None = None) -> list[Path]:
-    """Every exercise source, in course order."""
-    return sorted((root or find_course()).joinpath("lessons", "exercises").glob("[0-9][0-9]_*.md"))
+    """Every exercise source, in course order: a lesson's exercise has the lesson's file name."""
+    root = root or find_course()
+    paths = [root / "lessons" / "exercises" / f"{lesson.slug}.md" for lesson in manifest.read(root).lessons]
+    return [path for path in paths if path.is_file()]
 
 
 def is_exercise(source: Path) -> bool:

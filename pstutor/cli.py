@@ -566,7 +566,7 @@ def _known_errors() -> tuple[type[Exception], ...]:
 
     Only modules already imported can have raised theirs, so none is imported here.
     """
-    names = {"pstutor.build": "LessonError", "pstutor.demo": "DemoError",
+    names = {"pstutor.build": "LessonError", "pstutor.manifest": "ManifestError", "pstutor.demo": "DemoError",
              "pstutor.grading.classroom": "GradingError",
              "pstutor.grading.autograder": "AutograderError",
              "pstutor.launch_files": "LaunchFilesError", "pstutor.local_cluster": "ClusterStartError",

@@ -49,9 +49,14 @@ def find_course(start: Path | str | None = None) -> Path:
         "请在克隆目录中运行此命令，或用 --course DIR 指定"))
 
 
+def read_toml(path: Path) -> dict:
+    """A parsed TOML file of the clone, read the same way on every Python (tomli on 3.10)."""
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
 def read_pyproject(folder: Path) -> dict:
     """The parsed pyproject.toml of `folder` (the tests read it this way too, on every Python)."""
-    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+    return read_toml(folder / "pyproject.toml")
 
 
 def publication(root: Path) -> dict[str, str]:

@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-from pstutor import build, metadata
+from pstutor import build, manifest, metadata
 from pstutor.checks import MIME
 
 EXERCISES = build.exercise_paths()
@@ -105,9 +106,10 @@ def test_the_solution_passes_and_the_student_copy_is_not_done(source, lang):
 
 
 # Tasks whose answers change shared state (folders, a cluster's processes, step counters):
-# each of their answers needs a fresh kernel. The answers of every other task run one after
-# another in one kernel, each followed by the task's check.
-FRESH_KERNEL = {"01.1", "03.2", "04.3", "07.1", "07.2", "08.2"}
+# each of their answers needs a fresh kernel (`fresh_kernel` in lessons/course.toml). The
+# answers of every other task run one after another in one kernel, each followed by the check.
+FRESH_KERNEL = {f"{lesson.number}.{task}" for lesson in manifest.read(ROOT).lessons
+                for task in lesson.fresh_kernel}
 
 
 def _answer_rounds(source) -> list[dict[str, list[tuple[str, str]]]]:

@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 
 import pstutor
+from pstutor import build
 from pstutor.language import set_language
 from pstutor.tables import format_progress, format_table, text_width
 
@@ -73,7 +74,7 @@ def test_progress_without_keywords_is_refused_in_the_course_language(lang):
 def _printing_cells(lang: str) -> dict[str, list[tuple[str, str]]]:
     """Per lesson notebook: (source, printed text) of each code cell that prints through the helpers."""
     found = {}
-    for path in sorted((ROOT / "notebooks" / lang).glob("0*.ipynb")):
+    for path in (build.notebook_path(source, lang) for source in build.lesson_paths(ROOT)):
         cells = json.loads(path.read_text())["cells"]
         found[path.name] = [
             ("".join(cell["source"]),
