@@ -201,8 +201,9 @@ def execute(
         reached = _limit_reached(watchdogs, slot, memory)
         if reached:
             return reached
+        over_time = text(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
         if late.is_set():
-            return text(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
+            return over_time
         if not (own / "result.json").exists():
             if not kernels:  # no kernel started: the grader's problem, not the student's
                 raise RuntimeError(f"the notebook client ended with exit code {client.returncode}")
@@ -219,7 +220,7 @@ def execute(
         if not kernels:
             raise RuntimeError(f"no kernel started: {stopped['error']}: {stopped['first']}")
         if stopped["timed_out"]:
-            return text(f"time limit of {timeout:g} s exceeded", f"超过了 {timeout:g} 秒的时间限制")
+            return over_time
         name, first = stopped["error"], stopped["first"]
         return text(f"{name}: {first}", f"{name}：{first}")
     finally:
