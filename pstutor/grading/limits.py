@@ -392,10 +392,13 @@ def _threads(pid: int) -> int:
 def _in_memory_files(pids: list[int]) -> int:
     """Bytes held by the sandbox's own tmpfs mounts, its /dev (shared memory) and its /tmp, seen
     through its first process; a folder that is the grader's own (no walls) is not counted."""
+    if not pids:
+        return 0
     used = 0
-    for pid, folder in ((pid, folder) for pid in pids[:1] for folder in ("dev", "tmp")):
+    for folder in ("dev", "tmp"):
+        seen = f"/proc/{pids[0]}/root/{folder}"
         with contextlib.suppress(OSError):
-            if os.stat(f"/proc/{pid}/root/{folder}").st_dev != os.stat(f"/{folder}").st_dev:
-                info = os.statvfs(f"/proc/{pid}/root/{folder}")
+            if os.stat(seen).st_dev != os.stat(f"/{folder}").st_dev:
+                info = os.statvfs(seen)
                 used += (info.f_blocks - info.f_bfree) * info.f_frsize
     return used
