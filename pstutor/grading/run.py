@@ -82,7 +82,7 @@ def prepare(found: Identified) -> Prepared:
             cell.source = source
         attempted.update(dict.fromkeys(tasks, changed))
         answers[", ".join(tasks)] = cell.source
-    seal = nbformat.v4.new_code_cell(_SEAL_CELL.format(plan=PLAN_FILE))  # execute() names its folder
+    seal = nbformat.v4.new_code_cell()  # its source names the plan's full path: execute() writes it
     seal.id = _SEAL_ID
     notebook.cells.insert(first_answer if first_answer is not None else len(notebook.cells), seal)
     checks = {}
