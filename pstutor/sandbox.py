@@ -25,11 +25,13 @@ then `--no-walls` applies the cgroups, CPUs and rlimits and runs CMD directly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -40,6 +42,7 @@ _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWUSER = 0x10000000
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _MAKE_SOCK = 1 << 9
 _MAKE_ANYTHING = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
@@ -52,6 +55,8 @@ _SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 FILE_SIZE_LIMIT = 1 << 30  # bytes per file a submission may write
 SCRATCH_LIMIT = 1 << 30  # bytes a submission may keep in its /tmp
 OPEN_FILES_LIMIT = 4096
+SANDBOX_UID = 1000  # the submission's uid inside the walls
+OUTER_UID_BASE = 2_000_000_000  # a grader running as root gives each sandbox the uid this + its pid
 TASKS_OVER_CURRENT = 4096  # RLIMIT_NPROC: tasks this user may add (not enforced for root)
 
 
@@ -129,23 +134,36 @@ def _beneath(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def command(work: Path, argv: list[str], *, program: str) -> list[str]:
+def command(work: Path, argv: list[str], *, program: str, userns: int | None = None) -> list[str]:
     """The bwrap command line that runs `argv` walled in: scratch space in a /tmp of its own,
-    `work` (its sockets and connection file) readable, with new sockets only."""
+    `work` (its sockets and connection file) readable, with new sockets only.
+
+    With `userns` (a descriptor from `own_user_namespace`, where the grader is root) bwrap sets
+    the walls up as root inside that namespace, and the step inside them drops to SANDBOX_UID.
+    """
     work = Path(os.path.realpath(work))
-    line = [program, "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
+    if userns is None:
+        uid = str(SANDBOX_UID)
+        line = [program, "--unshare-all", "--unshare-user", "--uid", uid, "--gid", uid]
+    else:
+        line = [program, "--userns", str(userns), "--unshare-ipc", "--unshare-pid", "--unshare-net",
+                "--unshare-uts", "--unshare-cgroup-try"]
+        line += [part for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN") for part in ("--cap-add", cap)]
+    line += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
     # /tmp first: what is bound later, beneath it (a course clone in /tmp), lands on top of it
-    line += ["--dev", "/dev", "--proc", "/proc", "--size", str(SCRATCH_LIMIT), "--tmpfs", "/tmp"]
-    for folder in readable():
+    line += ["--dev", "/dev", "--proc", "/proc"]
+    line += ["--perms", "1777", "--size", str(SCRATCH_LIMIT), "--tmpfs", "/tmp"]
+    folders, optional = readable(), [f"/etc/{name}" for name in _ETC] + ["/sys/devices/system/cpu"]
+    for parent in _parents([*folders, *optional, str(work)]):  # bwrap would make them 0700
+        line += ["--perms", "0755", "--dir", parent]
+    for folder in folders:
         line += ["--ro-bind", folder, folder]
     for link in _SYSTEM:  # merged /usr: /lib, /bin, ... are links into it
         if os.path.islink(link):
             line += ["--symlink", os.readlink(link), link]
-    for name in _ETC:
-        line += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    line += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu",
-             "--bind", str(work), str(work), "--chdir", "/tmp"]
+    for path in optional:
+        line += ["--ro-bind-try", path, path]
+    line += ["--bind", str(work), str(work), "--chdir", "/tmp"]
     import pstutor
 
     environment = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
@@ -157,6 +175,61 @@ def command(work: Path, argv: list[str], *, program: str) -> list[str]:
         line += ["--setenv", name, value]
     inner = [sys.executable, "-m", "pstutor.sandbox", "--fence", str(work), "--", *argv]
     return [*line, "--", *inner]
+
+
+def _parents(folders: Sequence[str]) -> list[str]:
+    """The folders above `folders` that bwrap has to make (not / and not /tmp, its own), outermost first."""
+    found = {str(parent) for folder in folders for parent in Path(folder).parents}
+    return sorted(found - {"/", "/tmp"}, key=lambda path: (path.count(os.sep), path))
+
+
+def own_user_namespace(outer: int) -> int:
+    """A descriptor on a new user namespace in which SANDBOX_UID is the unused uid `outer` and
+    root is root (so bwrap can set the walls up).
+
+    Why: where the grader runs as root, bwrap's own namespace maps the kernel to root, and root
+    owns even a non-dumpable process's /proc files, so the kernel could read the seal key out
+    of its own memory. As `outer` it cannot. Only root may map ids other than its own, so only
+    root needs this.
+    """
+    child = os.fork()
+    if child == 0:  # make the namespace, then wait stopped while the parent maps ids into it
+        if _libc().unshare(_CLONE_NEWUSER) == 0:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(1)
+    try:
+        _, status = os.waitpid(child, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            raise SandboxError("could not make a user namespace for the submission (unshare failed)")
+        for kind in ("uid", "gid"):
+            Path(f"/proc/{child}/{kind}_map").write_text(f"0 0 1\n{SANDBOX_UID} {outer} 1\n")
+        namespace = os.open(f"/proc/{child}/ns/user", os.O_RDONLY)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
+    os.set_inheritable(namespace, True)
+    return namespace
+
+
+def _give(top: str, owner: int) -> None:
+    """Make `top` and everything beneath it `owner`'s (links themselves, not what they name)."""
+    for folder, subfolders, files in os.walk(top):
+        os.lchown(folder, owner, owner)
+        for name in [*subfolders, *files]:
+            os.lchown(os.path.join(folder, name), owner, owner)
+
+
+def _drop_root() -> None:
+    """Inside the walls, once they stand: from root of the namespace to SANDBOX_UID, no groups.
+    The scratch folders become SANDBOX_UID's, with what root made there (importing pstutor
+    for this step writes matplotlib's settings folder in /tmp)."""
+    for scratch in ("/tmp", "/dev/shm"):
+        _give(scratch, SANDBOX_UID)
+    os.setgroups([])
+    os.setgid(SANDBOX_UID)
+    os.setuid(SANDBOX_UID)
 
 
 def fence_writes(writable: Sequence[str], sockets: Sequence[str] = ()) -> None:
@@ -225,6 +298,8 @@ def main(argv: list[str]) -> None:
     """`python -m pstutor.sandbox [--no-walls] [--cgroup=DIR ...] [--cpus=LIST] DIR -- CMD...`: run CMD
     walled in (`--fence DIR` is the step inside the walls)."""
     if argv[:1] == ["--fence"]:
+        if os.getuid() == 0:
+            _drop_root()
         if landlock_version() >= 1:
             fence_writes(["/dev", "/tmp"], sockets=[argv[1]])
         os.execvp(argv[3], argv[3:])
@@ -245,7 +320,12 @@ def main(argv: list[str]) -> None:
     program = shutil.which("bwrap")
     if program is None:
         sys.exit("pstutor.sandbox: bubblewrap (bwrap) is not installed or cannot run here")
-    os.execv(program, command(Path(rest[0]), rest[2:], program=program))
+    userns = None
+    if os.geteuid() == 0:
+        outer = OUTER_UID_BASE + os.getpid()  # unique while this sandbox runs
+        _give(rest[0], outer)  # the key and the connection file in it
+        userns = own_user_namespace(outer)
+    os.execv(program, command(Path(rest[0]), rest[2:], program=program, userns=userns))
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ def graded(tmp_path_factory):
         folder / "vandal.ipynb",
         {
             "01.1": "import os, signal\nopen('/dev/shm/left-behind', 'w').write('x')\n"
-            "os.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)",
+            "for target in (os.getppid(), 1):  # refused where the grader is root, ignored elsewhere\n"
+            "    try:\n        os.kill(target, signal.SIGKILL)\n    except PermissionError:\n        pass",
             "01.2": "import os, subprocess, sys\n"
             f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)  # {MARKER}'],"
             " start_new_session=True)\n"

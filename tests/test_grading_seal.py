@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from pstutor.checks import MIME, PASSED
 from pstutor.grading import integrity
-from pstutor.grading.run import new_key, sealed
+from pstutor.grading.run import _verdict, new_key, sealed
 
 RECORD = {"task": "01.1", "status": "passed", "lines": [{"ok": True, "text": "✓ a cluster"}]}
 
@@ -34,6 +35,31 @@ def test_a_record_holding_text_no_genuine_record_can_hold_is_no_seal():
     key = new_key()
     forged = {**RECORD, "lines": [{"ok": True, "text": "\udcff"}], "seal": "0" * 64}
     assert not sealed(forged, key)
+
+
+def _check_cell(*records: dict) -> dict:
+    outputs = [{"output_type": "execute_result", "data": {MIME: one}, "metadata": {}} for one in records]
+    return {"cell_type": "code", "source": 'pstutor.check("01.1")', "outputs": outputs}
+
+
+def test_a_sealed_verdict_counts_only_in_the_run_that_gave_it():
+    """The seal covers the id of the execute request the check cell came in; a record sealed in
+    another run (an earlier cell with the check cell's source, shown again from `_`) is a
+    "passed" for a teacher to look at, and scores 0."""
+    key = new_key()
+    here = _seal({**RECORD, "integrity": [], "request": "run-of-the-check-cell"}, key)
+    elsewhere = _seal({**RECORD, "integrity": [], "request": "an-earlier-run"}, key)
+    counted = _verdict("01.1", _check_cell(here), True, key, "run-of-the-check-cell", [])
+    assert (counted.status, counted.review) == (PASSED, [])
+    for outputs in [(elsewhere,), (elsewhere, here)]:  # first in the outputs, or alone
+        result = _verdict("01.1", _check_cell(*outputs), True, key, "run-of-the-check-cell", [])
+        if outputs[-1] is here:
+            assert (result.status, result.review) == (PASSED, []), result
+        else:
+            assert (result.status, result.review) == (PASSED, ["replayed"]), result
+            assert result.points() == 0
+    no_request = _verdict("01.1", _check_cell(here), True, key, "", [])  # the client saw no run
+    assert no_request.review == ["replayed"]
 
 
 def test_messages_that_steer_the_client_keep_only_what_it_reads():

@@ -46,9 +46,12 @@ def capped_client(check_cells: set[int]):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             self.kept, self.results = 0, set()  # bytes kept; check cells whose value was kept
+            self.requests: dict[int, str] = {}  # check cell -> the id of the request that ran it
 
         def process_message(self, msg, cell, cell_index):
             kind, content = str(msg.get("msg_type", "")), msg.get("content", {})
+            if cell_index in check_cells:  # nbclient passes on only the replies to this cell's request
+                self.requests.setdefault(cell_index, str(msg["parent_header"]["msg_id"]))
             if kind.startswith("comm") or not isinstance(content, dict):
                 return None
             if kind in _CONTROL:  # uncounted, so only the fields nbclient reads, of their own types
@@ -78,7 +81,8 @@ def capped_client(check_cells: set[int]):
 
 
 def run(job: dict) -> dict:
-    """Execute the job's notebook; the executed notebook and what stopped it early (None if nothing)."""
+    """Execute the job's notebook; the executed notebook, what stopped it early (None if nothing) and
+    the id of the request each check cell ran in."""
     import nbformat
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpecManager
@@ -139,7 +143,7 @@ def run(job: dict) -> dict:
         timed_out = isinstance(err, CellTimeoutError) or time.monotonic() >= deadline
         first = str(err).splitlines()[0][:200] if str(err) else ""
         stopped = {"timed_out": timed_out, "error": type(err).__name__, "first": first}
-    return {"notebook": notebook, "stopped": stopped}
+    return {"notebook": notebook, "stopped": stopped, "requests": client.requests}
 
 
 def main(argv: list[str]) -> None:

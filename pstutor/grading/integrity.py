@@ -37,8 +37,9 @@ removed and sees each event before the operation happens):
    (stand-ins for the types a check expects; a class made after the seal is a library's only
    where its claimed module holds it under its name)
    and for modules loaded from the sandbox folder, adds every reason noted so far, and seals
-   the record: an HMAC under a key that only the grader and this hook hold. The grader counts
-   a verdict only with a valid seal and scores it only without reasons.
+   the record, with the id of the execute request the check cell came in: an HMAC under a key
+   that only the grader and this hook hold. The grader counts a verdict only with a valid seal
+   and the id its client gave that cell's run, and scores it only without reasons.
 
 Nothing here can make a wrong answer pass: it can only withhold a seal or add a reason.
 """
@@ -169,7 +170,10 @@ def install(key: memoryview, work: str) -> None:
     autograph = "__autograph_generated_file"  # tf.function's converted copies of functions (their code
     # still counts as the answer's when it was the answer's)
     seal_code, check_code = seal.__code__, pstutor.checks.check.__code__
+    from ipykernel.kernelbase import Kernel
     from IPython.core.getipython import get_ipython as get_shell
+
+    parent_of = Kernel.get_parent
 
     state = {
         "sealed": False,
@@ -761,9 +765,20 @@ def install(key: memoryview, work: str) -> None:
         state["checking"] = ""
         unique = sorted_({(reason, at, detail[:160]) for reason, at, detail in found})[:50]
         record["integrity"] = [[reason, at, detail] for reason, at, detail in unique]
+        record["request"] = request()
         mac = mac_copy()
         mac.update(canonical_text(record).encode())
         record["seal"] = mac.hexdigest()
+
+    def request() -> str:
+        """The id of the execute request this verdict answers: the grader's client made it up when
+        it sent the check cell, so no sealed record made in another run can carry it."""
+        try:
+            header = dict_get(parent_of(getattr_(state["shell"], "kernel")), "header")
+            found = dict_get(header, "msg_id") if type_(header) is dict_ else None
+        except Exception:  # a kernel the answer rewired: no request, and so no verdict that counts
+            return ""
+        return found if type_(found) is str_ else ""
 
     def canonical_text(value) -> str:
         if type_(value) is dict_:

@@ -36,6 +36,10 @@ REASONS: dict[str, Text] = {
     "imports": text("imports code from outside the installed packages", "导入了已安装包之外的代码"),
     "forged-verdict": text("produces a verdict outside the official check", "在官方检查之外产生了判定"),
     "unsealed": text("shows a 'passed' that the checker did not give", "显示了并非由检查程序给出的“通过”"),
+    "replayed": text(
+        "shows a 'passed' that the checker gave in another cell's run",
+        "显示了检查程序在另一个单元格的运行中给出的“通过”",
+    ),
     "no-verdict": text("keeps a check cell from showing its verdict", "让检查单元格无法显示判定"),
 }
 _UNKNOWN = text("did something the grader cannot vouch for", "做了评分程序无法担保的事")

@@ -6,8 +6,9 @@ The notebook run is the committed student copy with the student's answer cells p
 check cells cannot be edited away; a seal cell of the grader's goes right before the first
 answer (`pstutor.grading.integrity`). The kernel gets a key of its own, written to a file in
 its sandbox folder that the kernel deletes before IPython starts. A task's verdict is the
-record its official check cell returned, with a valid seal: a record displayed by anything
-else, or the check cell's value without a seal, is never a "passed" that scores.
+record its official check cell returned, with a valid seal over the id of the request that
+ran that cell (the client reports it): a record displayed by anything else, the check cell's
+value without a seal, or one sealed in another run, is never a "passed" that scores.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Prepared:
     attempted: dict[str, bool]  # task -> the student changed its answer cell
     plan: dict  # for the seal cell
     checks: dict[str, int]  # task -> index of its official check cell
+    requests: dict[int, str] = dataclasses.field(default_factory=dict)  # check cell -> its run's request id
 
 
 def official(path: Path) -> nbformat.NotebookNode:
@@ -214,6 +216,7 @@ def execute(
             )
         result = json.loads((own / "result.json").read_text(encoding="utf-8"))
         prepared.notebook = nbformat.from_dict(result["notebook"])
+        prepared.requests = {int(index): request for index, request in result["requests"].items()}
         stopped = result["stopped"]
         if stopped is None:
             return {}
@@ -298,7 +301,8 @@ def verdicts(prepared: Prepared, stopped: Text, key: bytes, hide: list[str]) -> 
     results: dict[str, TaskResult] = {}
     for task, index in prepared.checks.items():
         if task in attempted:
-            result = _verdict(task, notebook.cells[index], attempted[task], key, hide)
+            request = prepared.requests.get(index, "")
+            result = _verdict(task, notebook.cells[index], attempted[task], key, request, hide)
             if result is not None:
                 results[task] = result
     stop_text = stopped
@@ -342,18 +346,24 @@ def _no_verdict(task: str, tried: bool, cell, stopped: Text, hide: list[str]) ->
     )
 
 
-def _verdict(task: str, cell, attempted: bool, key: bytes, hide: list[str]) -> TaskResult | None:
-    """The result one check cell shows: its sealed value; else a failure it displayed; else an unsealed
-    "passed", which needs a teacher's look."""
+def _verdict(
+    task: str, cell, attempted: bool, key: bytes, request: str, hide: list[str]
+) -> TaskResult | None:
+    """The result one check cell shows: its sealed value from this very run (`request`); else a
+    failure it displayed; else a "passed" without a seal, or sealed in another run, which needs a
+    teacher's look."""
     genuine = unsealed_pass = failure = None
+    replayed = False
     for output in cell.get("outputs", []):
         record = output.get("data", {}).get(MIME) if isinstance(output.get("data"), dict) else None
         if not isinstance(record, dict) or record.get("task") != task:
             continue
-        if output.get("output_type") == "execute_result" and sealed(record, key) and genuine is None:
+        own = output.get("output_type") == "execute_result" and sealed(record, key)
+        if own and request and record.get("request") == request and genuine is None:
             genuine = record
         elif record.get("status") == PASSED:
             unsealed_pass = unsealed_pass or record
+            replayed = replayed or own
         elif record.get("status") == FAILED:
             failure = failure or record
     if genuine is not None:
@@ -366,13 +376,12 @@ def _verdict(task: str, cell, attempted: bool, key: bytes, hide: list[str]) -> T
     if failure is not None:
         return _from_record(task, failure, attempted, hide, [], [])
     if unsealed_pass is not None:
-        return TaskResult(
-            task,
-            PASSED if attempted else NOT_ATTEMPTED,
-            {},
-            ["unsealed"],
-            [f"{task}: a 'passed' shown without the checker's seal"],
+        why = (
+            ("replayed", f"{task}: a 'passed' the checker sealed in another cell's run")
+            if replayed
+            else ("unsealed", f"{task}: a 'passed' shown without the checker's seal")
         )
+        return TaskResult(task, PASSED if attempted else NOT_ATTEMPTED, {}, [why[0]], [why[1]])
     return None
 
 
