@@ -18,17 +18,6 @@ from pstutor.environment import (
 )
 from pstutor.language import current_language, say, set_language
 from pstutor.measured import measurement
-from pstutor.pictures import (
-    draw_cluster,
-    draw_comparison,
-    draw_examples_seen,
-    draw_shards,
-    draw_timeline,
-    plot_curves,
-    plot_train_eval,
-    read_scalars,
-    shard_rows,
-)
 from pstutor.tables import progress, show_table
 from pstutor.tf_config import (
     TFConfig,
@@ -40,6 +29,34 @@ from pstutor.tf_config import (
     validate_cluster,
 )
 from pstutor.timeline import Step, TimelineRecorder
+
+# The pictures need matplotlib, which takes half a second to import: more than the rest of
+# pstutor together, and paid by every process that imports pstutor without drawing (a
+# grading sandbox, a worker). They are imported when a lesson first asks for one.
+_PICTURES = frozenset({
+    "draw_cluster",
+    "draw_comparison",
+    "draw_examples_seen",
+    "draw_shards",
+    "draw_timeline",
+    "plot_curves",
+    "plot_train_eval",
+    "read_scalars",
+    "shard_rows",
+})
+
+
+def __getattr__(name: str):
+    if name in _PICTURES:
+        from pstutor import pictures
+
+        return getattr(pictures, name)
+    raise AttributeError(f"module 'pstutor' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PICTURES})
+
 
 try:  # the version is written once, in pyproject.toml
     __version__ = importlib.metadata.version("pstutor")
