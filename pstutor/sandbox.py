@@ -15,6 +15,9 @@ the submission's cgroups and onto its CPUs, sets its rlimits, then runs CMD insi
   it may write only there and to a private /dev. DIR, which holds the kernel's sockets and
   connection file, it may read, and there Landlock (Linux 5.13+), where present, lets it
   make and remove Unix sockets only: no file it writes can fill the grader's disk;
+- runs as a user of its own, without privileges: where the grader is root, bwrap's own
+  namespace would map the kernel to root, who may read the memory of any process it owns
+  (the seal key's); so root gives each sandbox a uid nobody else has (`own_user_namespace`);
 - runs under limits on file size, open files and tasks; the kernel enforces memory,
   task and CPU limits through the cgroups, and the grader watches from outside
   (`pstutor.grading.limits`).
@@ -223,8 +226,8 @@ def _give(top: str, owner: int) -> None:
 
 def _drop_root() -> None:
     """Inside the walls, once they stand: from root of the namespace to SANDBOX_UID, no groups.
-    The scratch folders become SANDBOX_UID's, with what root made there (importing pstutor
-    for this step writes matplotlib's settings folder in /tmp)."""
+    The scratch folders, which bwrap made as root, become SANDBOX_UID's, with anything this
+    step's own start left in them."""
     for scratch in ("/tmp", "/dev/shm"):
         _give(scratch, SANDBOX_UID)
     os.setgroups([])

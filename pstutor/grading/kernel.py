@@ -2,9 +2,9 @@
 
 Before IPython starts (so before any cell), the kernel reads the seal key the grader wrote
 for this submission, deletes the file, makes itself non-dumpable (its memory, and with it
-the key, cannot be read through /proc by its own children or, where the grader is not
-root, by itself) and installs the integrity hook (`pstutor.grading.integrity`). Then it is
-an ordinary IPython kernel.
+the key, cannot then be read through /proc by its children or by itself: the files are
+root's, and inside the walls it runs as a user that is not root) and installs the integrity hook
+(`pstutor.grading.integrity`). Then it is an ordinary IPython kernel.
 """
 
 from __future__ import annotations
