@@ -217,8 +217,11 @@ def own_user_namespace(outer: int) -> int:
 
 
 def _give(top: str, owner: int) -> None:
-    """Make `top` and everything beneath it `owner`'s (links themselves, not what they name)."""
+    """Make `top` and everything beneath it on the same file system `owner`'s (links themselves,
+    not what they name; not what is bound beneath it, such as a course clone in /tmp)."""
+    device = os.lstat(top).st_dev
     for folder, subfolders, files in os.walk(top):
+        subfolders[:] = [name for name in subfolders if os.lstat(os.path.join(folder, name)).st_dev == device]
         os.lchown(folder, owner, owner)
         for name in [*subfolders, *files]:
             os.lchown(os.path.join(folder, name), owner, owner)

@@ -3,6 +3,7 @@ code could use to read the seal key out of its own kernel's memory, and who it r
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,3 +94,21 @@ def test_the_kernel_runs_as_a_user_of_its_own_without_privileges(work):
     if os.geteuid() == 0:
         owner = work.stat().st_uid
         assert OUTER_UID_BASE < owner < OUTER_UID_BASE + (1 << 23), owner  # + the sandbox's pid
+
+
+def test_the_walls_stand_for_a_course_clone_in_tmp(work):
+    """A clone in /tmp (as CI makes one) is bound read-only into the sandbox's own /tmp: the step
+    that hands /tmp to SANDBOX_UID leaves the bound folders alone, and the kernel starts."""
+    import pstutor
+
+    clone = Path(tempfile.mkdtemp(prefix="pstutor-clone-", dir="/tmp"))
+    try:
+        shutil.copytree(Path(pstutor.__file__).parent, clone / "pstutor")
+        (work / "probe.py").write_text(WHO)
+        done = subprocess.run([sys.executable, "-m", "pstutor.sandbox", str(work), "--", sys.executable,
+                               str(work / "probe.py")], capture_output=True, text=True, timeout=300,
+                              cwd=clone, env={**os.environ, "PYTHONPATH": str(clone)})
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1])["uid"] == SANDBOX_UID, done.stdout
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)
