@@ -738,7 +738,7 @@ def draw_comparison(
     count, cores = len(results), cores or cpu_cores()
     fig.suptitle(title if title else say(
         f"The same model in {count} set-ups ({cores} CPU cores)",
-        f"同一个模型、{count} 种运行方式（{cores} 个 CPU 核心）"))
+        f"同一个模型的 {count} 种运行方式（{cores} 个 CPU 核心）"))
     fig.tight_layout(rect=(0, 0.05 * (1 + len(handles) // 4) + 0.03, 1, 1))
     return fig
 
