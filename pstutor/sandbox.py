@@ -59,6 +59,7 @@ FILE_SIZE_LIMIT = 1 << 30  # bytes per file a submission may write
 SCRATCH_LIMIT = 1 << 30  # bytes a submission may keep in its /tmp
 OPEN_FILES_LIMIT = 4096
 SANDBOX_UID = 1000  # the submission's uid inside the walls
+WALLS = "PSTUTOR_WALLS"  # set inside the walls, so the grader's seal cell knows where it runs
 OUTER_UID_BASE = 2_000_000_000  # a grader running as root gives each sandbox the uid this + its pid
 TASKS_OVER_CURRENT = 4096  # RLIMIT_NPROC: tasks this user may add (not enforced for root)
 
@@ -169,7 +170,7 @@ def command(work: Path, argv: list[str], *, program: str, userns: int | None = N
     line += ["--bind", str(work), str(work), "--chdir", "/tmp"]
     import pstutor
 
-    environment = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+    environment = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", WALLS: "1",
                    "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
                    "PYTHONPATH": str(Path(pstutor.__file__).resolve().parent.parent),
                    "PYTHONNOUSERSITE": "1", "IPYTHONDIR": "/tmp/.ipython",

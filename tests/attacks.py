@@ -163,7 +163,37 @@ FORGERS = {
     "reseal": RESEAL,
     "audit": FORGED_AUDIT,
 }
-FORGERS_OF_TASK = {"library": ("01.2", LIBRARY), "imitation": ("01.3", IMITATION)}
+# A patch in place when the check starts that puts the original back before the verdict.
+UNDONE_PARSER = """import json
+import pstutor.tf_config as tf_config
+
+real = tf_config.parse_tf_config
+right = json.dumps({"cluster": {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"],
+                                "ps": ["10.0.0.4:2222"]}, "task": {"type": "worker", "index": 1}})
+
+def once(text):
+    vars(tf_config)["parse_tf_config"] = real  # gone again before the verdict
+    return real(right)
+
+vars(tf_config)["parse_tf_config"] = once
+tf_config_json = "{}"
+"""
+UNDONE_EXPECT = """import pstutor.checks.ex01 as ex01
+
+real, calls = ex01.expect, [0]
+
+def always(condition, *rest):
+    calls[0] += 1
+    if calls[0] == 5:
+        vars(ex01)["expect"] = real  # gone again before the verdict
+    return real(True, *rest)
+
+vars(ex01)["expect"] = always
+counter = tf.Variable(5)
+doubled = counter + 1
+"""
+FORGERS_OF_TASK = {"library": ("01.2", LIBRARY), "imitation": ("01.3", IMITATION),
+                   "undone-parser": ("01.2", UNDONE_PARSER), "undone-expect": ("01.3", UNDONE_EXPECT)}
 
 # --- One submission stops the class ------------------------------------------------------------
 ODD_ERROR = 'raise RuntimeError("\\udcff \\x1b[2J\\x1b[1;1H all rows above are gone \\u202e")'
@@ -178,6 +208,24 @@ os.chmod("locked/inner", 0)
 os.chmod("locked", 0)
 resolver = strategy = None"""
 EXIT = "import os\nos._exit(0)"
+
+# Sockets in the sandbox folder, which lives on the grader's disk: each one costs an inode there.
+SOCKET_FLOOD = """import os, socket
+from ipykernel.connect import get_connection_file
+
+folder, made = os.path.dirname(get_connection_file()), 0
+for index in range(2000):
+    try:
+        socket.socket(socket.AF_UNIX).bind(os.path.join(folder, f"flood-{index}"))
+    except OSError:
+        break
+    made += 1
+try:
+    os.remove(get_connection_file())
+    removed = "removed"
+except OSError:
+    removed = "kept"
+raise RuntimeError(f"sockets made: {made}; connection file {removed}")"""
 
 # --- Resources: a classmate beside these must keep its verdict ---------------------------------
 CPU_HOG = """import subprocess, sys, threading

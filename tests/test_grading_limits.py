@@ -1,8 +1,8 @@
 """Limits the kernel enforces per submission, so a classmate's verdict never depends on what another
 submission does: a cgroup each (v1 on this machine, v2 checked on a tree laid out like cgroupfs),
 CPUs of its own, and — beside submissions that hog CPUs from their own sessions, flood threads,
-fill shared memory, try to fill the disk and flood output — a correct solution graded with
---jobs 2 keeps its verdict."""
+fill shared memory, try to fill the disk, flood the sandbox folder with sockets and flood
+output — a correct solution graded with --jobs 2 keeps its verdict."""
 
 import csv
 import os
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from attacks import CPU_HOG, DISK_FILL, FRAME_FLOOD, OUTPUT_FLOOD, SHARED_MEMORY, THREAD_FLOOD
+from attacks import CPU_HOG, DISK_FILL, FRAME_FLOOD, OUTPUT_FLOOD, SHARED_MEMORY, SOCKET_FLOOD, THREAD_FLOOD
 from conftest import ROOT, clean_env, descendants, run_grader
 
 from pstutor import build, metadata
@@ -191,12 +191,13 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
         ("threads", THREAD_FLOOD),
         ("disk", DISK_FILL),
         ("output", OUTPUT_FLOOD),
+        ("sockets", SOCKET_FLOOD),
     ):
         _submission(folder / f"hog-{name}.ipynb", {"01.1": attack})
     table = tmp_path / "grades.csv"
     started = time.monotonic()
     result = run_grader(folder, table, "--jobs", "2", "--timeout", "150", "--memory", "2", timeout=1800)
-    print(f"graded 6 submissions beside hogs in {time.monotonic() - started:.0f} s")
+    print(f"graded 7 submissions beside hogs in {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, result.stderr[-3000:]
     with open(table, encoding="utf-8") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
@@ -208,4 +209,6 @@ def test_no_classmate_verdict_changes_beside_resource_attacks(tmp_path):
     assert rows["hog-threads"]["01.1"] == "crashed", rows["hog-threads"]
     assert rows["hog-disk"]["score"] == "0" and rows["hog-disk"]["details"] == "", rows["hog-disk"]
     assert rows["hog-output"]["score"] == "0" and len(table.read_bytes()) < 1 << 20
+    # from the seal on, nothing is made or removed in the sandbox folder, on the grader's disk
+    assert "sockets made: 0; connection file kept" in rows["hog-sockets"]["details"], rows["hog-sockets"]
     assert descendants(os.getpid()) == []

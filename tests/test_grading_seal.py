@@ -86,3 +86,18 @@ def test_messages_that_steer_the_client_keep_only_what_it_reads():
     assert cell.outputs and cell.outputs[0]["text"] == "hi"
     client.process_message(message("execute_input", {"execution_count": 3}), cell, 0)
     assert cell["execution_count"] == 3
+
+
+def test_the_clients_request_ids_cannot_be_foreseen():
+    """jupyter_client's own ids are `session_pid_counter`: from one, an answer knows the next."""
+    from jupyter_client.session import Session
+
+    from pstutor.grading.client import unguessable_requests
+
+    plain = Session()
+    first, second = plain.msg_id, plain.msg_id
+    assert second == first[: first.rindex("_") + 1] + str(int(first.rsplit("_", 1)[1]) + 1)  # the gap closed
+    session = unguessable_requests()()
+    ids = [session.msg_id for _ in range(1000)]
+    assert len(set(ids)) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert session.msg("execute_request", {})["header"]["msg_id"] not in ids

@@ -22,6 +22,7 @@ import resource
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 MAX_OUTPUT_BYTES = 2 << 20  # kept output per submission; the rest of a flood is dropped
@@ -80,6 +81,20 @@ def capped_client(check_cells: set[int]):
     return CappedClient
 
 
+def unguessable_requests():
+    """A jupyter_client Session whose request ids no answer can foresee: jupyter_client numbers
+    them, so an answer that read its own cell's id could run a check under the next one, and the
+    kernel seals each verdict with the id of the request that ran its check cell."""
+    from jupyter_client.session import Session
+
+    class UnguessableRequests(Session):
+        @property
+        def msg_id(self) -> str:
+            return uuid.uuid4().hex
+
+    return UnguessableRequests
+
+
 def run(job: dict) -> dict:
     """Execute the job's notebook; the executed notebook, what stopped it early (None if nothing) and
     the id of the request each check cell ran in."""
@@ -94,6 +109,10 @@ def run(job: dict) -> dict:
     deadline = time.monotonic() + timeout
 
     class SandboxedKernels(AsyncKernelManager):
+        @default("session")
+        def _unguessable_requests(self):
+            return unguessable_requests()(parent=self)
+
         @default("kernel_spec_manager")
         def _only_the_grading_kernel(self) -> KernelSpecManager:
             return KernelSpecManager(kernel_dirs=[str(work / "kernels")])

@@ -355,6 +355,11 @@ def install(key: memoryview, work: str) -> None:
             if caller.f_code is check_code and len_(args) > 0 and type_(args[0]) is str_:
                 state["checking"] = args[0]
                 student_threads(f"check {args[0]}")
+                # also now: a patch the answer undoes before the verdict is still seen
+                changed: list = []
+                compare(changed, state["current"] or args[0])
+                for reason, at, detail in changed:
+                    note(reason, at, detail)
             return
         if event == "compile" or event == "exec":
             running = event == "exec" and len_(args) > 0 and type_(args[0]) is code_type
@@ -758,10 +763,13 @@ def install(key: memoryview, work: str) -> None:
             imitations(args[1], found, where)
         for name, module in dict_items(str_keyed(modules_dict)):
             path = dict_get(module_dict(module), "__file__") if is_module(module) else None
-            if type_(path) is str_ and str_startswith(path, work) and not str_startswith(name, autograph):
-                list_append(
-                    found, ("imports", where, f"the module {name} was loaded from the sandbox folder")
-                )
+            written = type_(path) is str_ and (
+                str_startswith(path, work)
+                or (str_startswith(path, "/tmp/") and not str_startswith(path, library))
+            )
+            if written and not str_startswith(name, autograph):
+                detail = f"the module {name} was loaded from a folder the answer can write"
+                list_append(found, ("imports", where, detail))
         state["checking"] = ""
         unique = sorted_({(reason, at, detail[:160]) for reason, at, detail in found})[:50]
         record["integrity"] = [[reason, at, detail] for reason, at, detail in unique]
@@ -839,15 +847,22 @@ def seal(plan: dict) -> None:
     """The grader's seal cell: import what the exercise's checks use, then let the hook take its snapshot."""
     import contextlib
     import importlib
+    import os
 
     from ipykernel.compiler import get_file_name
 
     import pstutor.checks
+    from pstutor import sandbox
+    from pstutor.sandbox import WALLS
 
     pstutor.checks.watch_check_cells()  # imported before IPython started: the shell exists only now
     for name in plan["imports"]:
         with contextlib.suppress(Exception):  # a module this machine lacks: its check says so itself
             importlib.import_module(name)
+    if os.environ.get(WALLS) and sandbox.landlock_version() >= 1:
+        # the kernel's sockets are bound by now: from here on nothing is made or removed in the
+        # sandbox folder, which lives on the grader's disk (a flood of sockets would use up its inodes)
+        sandbox.fence_writes(["/dev", "/tmp"])
     files = {
         "answers": {get_file_name(source): task for task, source in plan["answers"].items()},
         "checks": {task: get_file_name(source) for task, source in plan["checks"].items()},
