@@ -127,6 +127,10 @@ MEMORY = """with open("/proc/self/mem", "rb") as memory:
     memory.seek(id(1))
 resolver = strategy = 1"""
 
+MEMORY_MAP = """with open("/proc/self/maps") as layout:  # where to point a raw-address array
+    layout.read()
+resolver = strategy = 1"""
+
 THREAD = """import threading, time
 import pstutor.checks.ex01 as ex01
 
@@ -159,6 +163,7 @@ FORGERS = {
     "graph": OBJECT_GRAPH,
     "foreign": FOREIGN,
     "memory": MEMORY,
+    "memory-map": MEMORY_MAP,
     "thread": THREAD,
     "reseal": RESEAL,
     "audit": FORGED_AUDIT,

@@ -229,6 +229,7 @@ def test_the_reasons_say_what_the_answer_did(graded):
     assert "Refused: pstutor grading: sys._getframe" in rows["forger-frames"]["details"]
     assert "Refused" in rows["forger-graph"]["details"] and "Refused" in rows["forger-foreign"]["details"]
     assert "reads process memory" in rows["forger-memory"]["review"]
+    assert "reads process memory" in rows["forger-memory-map"]["review"]
     assert "the checker did not give" in rows["forger-rebind"]["review"]
     assert "leaves threads running" in rows["forger-thread"]["review"]
     assert "verdict outside the official check" in rows["forger-audit"]["review"]

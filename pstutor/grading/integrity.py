@@ -111,6 +111,7 @@ def install(key: memoryview, work: str) -> None:
             "__bases__",
         }
     )
+    memory_files = ("/mem", "/pagemap", "/maps", "/smaps", "/smaps_rollup", "/numa_maps")
     volatile = frozenset({"_", "__", "___", "exit", "quit", "get_ipython", "display", "__IPYTHON__"})
     student_kind, course_kind, neutral_kind = 0, 1, 2
     missing = object()
@@ -339,9 +340,8 @@ def install(key: memoryview, work: str) -> None:
     def handle(event, args) -> None:
         if event == "open":
             target = resolved(args[0]) if len_(args) > 0 else ""
-            if str_startswith(target, "/proc/") and (
-                str_endswith(target, "/mem") or str_endswith(target, "/pagemap")
-            ):
+            # its memory, and the map of it that would tell an answer with a raw pointer where to read
+            if str_startswith(target, "/proc/") and str_endswith(target, memory_files):
                 refuse("process-memory", state["current"], f"reading process memory ({target})")
             return
         caller = getframe(2)  # 0: handle, 1: hook, 2: the frame that raised the event
