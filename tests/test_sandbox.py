@@ -44,7 +44,7 @@ def through_tensorflow():  # TensorFlow's own file reader raises no audit event 
 
 attempt("path", lambda: os.pread(os.open("/proc/self/mem", os.O_RDONLY), 8, where))
 attempt("folder handle", relative_to_a_folder_handle)
-attempt("thread", lambda: os.pread(os.open(f"/proc/thread-self/mem", os.O_RDONLY), 8, where))
+attempt("thread", lambda: os.pread(os.open("/proc/thread-self/mem", os.O_RDONLY), 8, where))
 attempt("tensorflow", through_tensorflow)
 child = subprocess.run([sys.executable, "-c", f"open('/proc/{os.getpid()}/mem', 'rb').read(0)"])
 found["child"] = "read" if child.returncode == 0 else "refused"
@@ -60,10 +60,10 @@ print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups
 """
 
 
-def _inside(code: str, work: Path) -> subprocess.CompletedProcess:
+def _inside(code: str, work: Path, **run) -> subprocess.CompletedProcess:
     (work / "probe.py").write_text(code)
     return subprocess.run([sys.executable, "-m", "pstutor.sandbox", str(work), "--", sys.executable,
-                           str(work / "probe.py")], capture_output=True, text=True, timeout=300)
+                           str(work / "probe.py")], capture_output=True, text=True, timeout=300, **run)
 
 
 @pytest.fixture
@@ -104,10 +104,7 @@ def test_the_walls_stand_for_a_course_clone_in_tmp(work):
     clone = Path(tempfile.mkdtemp(prefix="pstutor-clone-", dir="/tmp"))
     try:
         shutil.copytree(Path(pstutor.__file__).parent, clone / "pstutor")
-        (work / "probe.py").write_text(WHO)
-        done = subprocess.run([sys.executable, "-m", "pstutor.sandbox", str(work), "--", sys.executable,
-                               str(work / "probe.py")], capture_output=True, text=True, timeout=300,
-                              cwd=clone, env={**os.environ, "PYTHONPATH": str(clone)})
+        done = _inside(WHO, work, cwd=clone, env={**os.environ, "PYTHONPATH": str(clone)})
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout.strip().splitlines()[-1])["uid"] == SANDBOX_UID, done.stdout
     finally:

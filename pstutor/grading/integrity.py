@@ -853,13 +853,12 @@ def seal(plan: dict) -> None:
 
     import pstutor.checks
     from pstutor import sandbox
-    from pstutor.sandbox import WALLS
 
     pstutor.checks.watch_check_cells()  # imported before IPython started: the shell exists only now
     for name in plan["imports"]:
         with contextlib.suppress(Exception):  # a module this machine lacks: its check says so itself
             importlib.import_module(name)
-    if os.environ.get(WALLS) and sandbox.landlock_version() >= 1:
+    if os.environ.get(sandbox.WALLS) and sandbox.landlock_version() >= 1:
         # the kernel's sockets are bound by now: from here on nothing is made or removed in the
         # sandbox folder, which lives on the grader's disk (a flood of sockets would use up its inodes)
         sandbox.fence_writes(["/dev", "/tmp"])
