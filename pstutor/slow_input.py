@@ -14,7 +14,8 @@ from __future__ import annotations
 
 
 def slowed(dataset, seconds):
-    """`dataset` (of dense tensors) with a wait of `seconds` before each of its elements.
+    """`dataset` (of dense tensors) with a wait of `seconds` before each of its elements (and,
+    for a finite one, once more before it ends).
 
     `seconds` is a number or a scalar tensor (float); a wait is whole microseconds.
     Works eagerly and inside a traced `dataset_fn`. The op is public only as a raw op, so
