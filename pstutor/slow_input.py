@@ -12,6 +12,8 @@ parameter server `dataset_fn` (a value known only when the worker runs the funct
 
 from __future__ import annotations
 
+from pstutor.language import say
+
 
 def slowed(dataset, seconds):
     """`dataset` (of dense tensors) with a wait of `seconds` before each of its elements (and,
@@ -26,8 +28,8 @@ def slowed(dataset, seconds):
 
     specs = tf.nest.flatten(dataset.element_spec)
     if not all(isinstance(spec, tf.TensorSpec) for spec in specs):
-        raise TypeError("slowed() takes a dataset of dense tensors, not "
-                        f"{dataset.element_spec}")
+        raise TypeError(say(f"slowed() takes a dataset of dense tensors, not {dataset.element_spec}",
+                            f"slowed() 只接受元素为稠密张量的数据集，而不是 {dataset.element_spec}"))
     microseconds = tf.cast(tf.round(tf.cast(seconds, tf.float64) * 1e6), tf.int64)
     variant = tf.raw_ops.SleepDataset(
         input_dataset=tf.data.experimental.to_variant(dataset), sleep_microseconds=microseconds,
